@@ -1,0 +1,1 @@
+"""tierlab: a simulator of Linux memory tiering (DRAM + CXL)."""

@@ -1,0 +1,17 @@
+"""Errors raised for bad input, before any simulation work starts."""
+
+
+class TierlabError(Exception):
+    """Base class: a message that names the bad key (or file:line) and what is accepted."""
+
+
+class ConfigError(TierlabError, ValueError):
+    """A bad configuration key or value (knob, machine, workload, param, sweep spec)."""
+
+
+class TraceError(TierlabError, ValueError):
+    """A malformed trace file; the message names file:line and what was expected."""
+
+
+class CapacityError(TierlabError, MemoryError):
+    """The simulation state would not fit in the host's available memory."""
