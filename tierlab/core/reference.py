@@ -1,0 +1,339 @@
+"""Exact single-tier reference replacement policies: LRU, FIFO and CLOCK.
+
+These are textbook policies over a page trace and a cache capacity in pages, kept for teaching and
+for cross-checking tierlab against libCacheSim.  They are not a model of the kernel's LRU (see
+``core/lru.py`` for that); each one matches a libCacheSim eviction file miss for miss when every
+object has size 1 and the libCacheSim cache size equals ``capacity``:
+
+``lru`` (libCacheSim ``cache/eviction/LRU.c``)
+    A hit moves the page to the MRU end; a miss evicts the LRU page when full and inserts at the
+    MRU end.  Here: an intrusive doubly linked list on int32 arrays indexed by dense page id.
+
+``fifo`` (libCacheSim ``cache/eviction/FIFO.c``)
+    A hit changes nothing; a miss evicts the oldest inserted page when full.  Here: a ring buffer.
+
+``clock`` (libCacheSim ``cache/eviction/Clock.c``, FIFO-reinsertion / second chance)
+    Each resident page has a counter ``freq`` of ``n_bit_counter`` bits (libCacheSim default 1, so
+    ``max_freq = 2**n - 1 = 1``).  Insertion sets ``freq = init_freq`` (default 0: a new page is
+    *not* referenced).  A hit sets ``freq = min(freq + 1, max_freq)``.  To evict, look at the
+    oldest page: while its ``freq >= 1``, decrement it by one and move it to the newest end; evict
+    the first page found with ``freq == 0``.  Eviction happens before the new page is inserted.
+    Here: a circular buffer with a hand.  Moving the oldest page to the newest end is the same as
+    stepping the hand past it, and writing the new page into the victim's slot and stepping the
+    hand puts the new page at the newest end, so the order matches libCacheSim's list exactly.
+
+Pages are arbitrary int64 ids.  ``remap_page_ids`` turns them into dense ids first (a direct view
+when they are already small and non-negative, else a growing open-addressing hash), so every
+request costs O(1).  Capacity is in pages and every page has the same size; sizes, TTLs, deletes
+and admission control are not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from tierlab.errors import ConfigError
+
+POLICY_LRU = 0
+POLICY_FIFO = 1
+POLICY_CLOCK = 2
+
+POLICY_CODES = {"lru": POLICY_LRU, "fifo": POLICY_FIFO, "clock": POLICY_CLOCK}
+
+# A page with id in [0, limit) is used as its own dense id; the per-id state then costs at most a
+# few bytes per unused id, which is cheaper than hashing every request.
+_DIRECT_ID_SLACK = 1 << 16
+
+_GOLDEN64 = np.uint64(0x9E3779B97F4A7C15)
+
+
+class ReferenceCounts(NamedTuple):
+    """Counters of one reference-policy run (hits + misses == requests)."""
+
+    nr_requests: int
+    nr_hits: int
+    nr_misses: int
+    nr_evictions: int
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernels (operate on dense ids in [0, n_ids))
+# ----------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True)
+def lru_kernel(ids, n_ids, capacity):
+    """Exact LRU over dense ids; returns (misses, evictions).
+
+    Models: libCacheSim cache/eviction/LRU.c with unit-size objects.
+    prev[x] == -2 marks a non-resident page so residency costs no extra array.
+    """
+    not_resident = -2
+    prev = np.full(n_ids, not_resident, dtype=np.int32)
+    nxt = np.full(n_ids, -1, dtype=np.int32)
+    head = -1  # MRU end
+    tail = -1  # LRU end
+    n_resident = 0
+    misses = 0
+    evictions = 0
+    for i in range(ids.shape[0]):
+        x = ids[i]
+        p = prev[x]
+        if p != not_resident:
+            if x != head:
+                # Unlink; x is not the head, so p >= 0.
+                nx = nxt[x]
+                nxt[p] = nx
+                if nx >= 0:
+                    prev[nx] = p
+                else:
+                    tail = p
+                prev[x] = -1
+                nxt[x] = head
+                prev[head] = x
+                head = x
+            continue
+        misses += 1
+        if n_resident == capacity:
+            victim = tail
+            tail = prev[victim]
+            if tail >= 0:
+                nxt[tail] = -1
+            else:
+                head = -1
+            prev[victim] = not_resident
+            nxt[victim] = -1
+            evictions += 1
+        else:
+            n_resident += 1
+        prev[x] = -1
+        nxt[x] = head
+        if head >= 0:
+            prev[head] = x
+        else:
+            tail = x
+        head = x
+    return misses, evictions
+
+
+@numba.njit(cache=True)
+def fifo_kernel(ids, n_ids, capacity):
+    """Exact FIFO over dense ids; returns (misses, evictions).
+
+    Models: libCacheSim cache/eviction/FIFO.c with unit-size objects.
+    """
+    resident = np.zeros(n_ids, dtype=np.uint8)
+    ring = np.empty(capacity, dtype=np.int32)
+    n_resident = 0
+    hand = 0  # slot of the oldest page once the ring is full
+    misses = 0
+    evictions = 0
+    for i in range(ids.shape[0]):
+        x = ids[i]
+        if resident[x]:
+            continue
+        misses += 1
+        if n_resident == capacity:
+            resident[ring[hand]] = 0
+            ring[hand] = x
+            hand += 1
+            if hand == capacity:
+                hand = 0
+            evictions += 1
+        else:
+            ring[n_resident] = x
+            n_resident += 1
+        resident[x] = 1
+    return misses, evictions
+
+
+@numba.njit(cache=True)
+def clock_kernel(ids, n_ids, capacity, n_bit_counter, init_freq):
+    """Exact CLOCK (FIFO-reinsertion) over dense ids; returns (misses, evictions).
+
+    Models: libCacheSim cache/eviction/Clock.c (Clock_find, Clock_insert, Clock_evict) with
+    unit-size objects; see the module docstring for the rule.  freq[x] == -1 marks non-resident.
+    """
+    max_freq = (1 << n_bit_counter) - 1
+    freq = np.full(n_ids, -1, dtype=np.int16)
+    ring = np.empty(capacity, dtype=np.int32)
+    n_resident = 0
+    hand = 0  # slot of the oldest page (libCacheSim's q_tail) once the ring is full
+    misses = 0
+    evictions = 0
+    for i in range(ids.shape[0]):
+        x = ids[i]
+        f = freq[x]
+        if f >= 0:
+            if f < max_freq:
+                freq[x] = f + 1
+            continue
+        misses += 1
+        if n_resident == capacity:
+            # Terminates: every step past a page lowers its counter.
+            while freq[ring[hand]] >= 1:
+                freq[ring[hand]] -= 1
+                hand += 1
+                if hand == capacity:
+                    hand = 0
+            freq[ring[hand]] = -1
+            ring[hand] = x
+            hand += 1
+            if hand == capacity:
+                hand = 0
+            evictions += 1
+        else:
+            ring[n_resident] = x
+            n_resident += 1
+        freq[x] = init_freq
+    return misses, evictions
+
+
+@numba.njit(cache=True)
+def reference_kernel(policy, ids, n_ids, capacity, n_bit_counter, init_freq):
+    """Run the policy with integer code ``policy``; returns (misses, evictions), or (-1, -1) for
+    an unknown code.  n_bit_counter and init_freq are used by POLICY_CLOCK only."""
+    if policy == POLICY_LRU:
+        return lru_kernel(ids, n_ids, capacity)
+    if policy == POLICY_FIFO:
+        return fifo_kernel(ids, n_ids, capacity)
+    if policy == POLICY_CLOCK:
+        return clock_kernel(ids, n_ids, capacity, n_bit_counter, init_freq)
+    return -1, -1
+
+
+@numba.njit(cache=True)
+def _hash_slot(key, shift):
+    # Fibonacci hashing: the top bits of key * 2**64/phi spread sequential and strided ids well.
+    return np.int64((np.uint64(key) * _GOLDEN64) >> np.uint64(shift))
+
+
+@numba.njit(cache=True)
+def hash_page_ids(pages):
+    """Dense ids in order of first appearance for arbitrary int64 pages; returns (ids, n_ids).
+
+    Open addressing with linear probing; the table doubles at half load, so the cost per request
+    stays O(1) amortised and memory stays linear in the number of distinct pages.  Key and value
+    share one interleaved array so a probe touches one cache line.
+    """
+    bits = 10
+    size = 1 << bits
+    table = np.full(2 * size, -1, dtype=np.int64)  # [key, id] pairs; id -1 marks an empty slot
+    ids = np.empty(pages.shape[0], dtype=np.int32)
+    n_ids = 0
+    for i in range(pages.shape[0]):
+        key = pages[i]
+        mask = size - 1
+        s = _hash_slot(key, 64 - bits)
+        while table[2 * s + 1] >= 0 and table[2 * s] != key:
+            s = (s + 1) & mask
+        if table[2 * s + 1] >= 0:
+            ids[i] = table[2 * s + 1]
+            continue
+        table[2 * s] = key
+        table[2 * s + 1] = n_ids
+        ids[i] = n_ids
+        n_ids += 1
+        if 2 * n_ids > size:
+            old = table
+            bits += 1
+            size = 1 << bits
+            mask = size - 1
+            table = np.full(2 * size, -1, dtype=np.int64)
+            for j in range(old.shape[0] // 2):
+                if old[2 * j + 1] >= 0:
+                    s = _hash_slot(old[2 * j], 64 - bits)
+                    while table[2 * s + 1] >= 0:
+                        s = (s + 1) & mask
+                    table[2 * s] = old[2 * j]
+                    table[2 * s + 1] = old[2 * j + 1]
+    return ids, n_ids
+
+
+# ----------------------------------------------------------------------------------------------
+# Thin Python wrappers: validation and id remapping, no per-request Python work
+# ----------------------------------------------------------------------------------------------
+
+
+def remap_page_ids(pages) -> tuple[np.ndarray, int]:
+    """Map arbitrary int64 page ids to dense int32 ids; returns (ids, n_ids).
+
+    Ids already in [0, max(2 * len(pages), 65536)) are kept as they are (n_ids is then max + 1,
+    an upper bound on the distinct count); anything else is hashed to ids in order of first
+    appearance.  Either way the policies see the same equality pattern, so results agree.
+    """
+    pages = np.ascontiguousarray(pages)
+    if pages.ndim != 1 or not np.issubdtype(pages.dtype, np.integer):
+        raise ConfigError(f"pages must be a 1-D integer array; got shape {pages.shape}, dtype {pages.dtype}")
+    if pages.dtype == np.uint64 and pages.size and int(pages.max()) > np.iinfo(np.int64).max:
+        pages = pages.view(np.int64)  # a bijection, and only equality matters
+    else:
+        pages = pages.astype(np.int64, copy=False)
+    if pages.size == 0:
+        return np.empty(0, dtype=np.int32), 0
+    lo = int(pages.min())
+    hi = int(pages.max())
+    if lo >= 0 and hi < min(max(2 * pages.size, _DIRECT_ID_SLACK), np.iinfo(np.int32).max):
+        return pages.astype(np.int32), hi + 1
+    ids, n_ids = hash_page_ids(pages)
+    return ids, int(n_ids)
+
+
+def _check_capacity(capacity) -> int:
+    if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ConfigError(f"capacity must be an integer number of pages >= 1; got {capacity!r}")
+    if capacity >= np.iinfo(np.int32).max:
+        raise ConfigError(f"capacity must be < 2**31 - 1 pages; got {capacity!r}")
+    return int(capacity)
+
+
+def _policy_code(policy) -> int:
+    if isinstance(policy, str):
+        key = policy.lower()
+        if key not in POLICY_CODES:
+            raise ConfigError(f"unknown policy {policy!r}; accepted: {sorted(POLICY_CODES)}")
+        return POLICY_CODES[key]
+    if policy not in POLICY_CODES.values():
+        raise ConfigError(f"unknown policy code {policy!r}; accepted: {POLICY_CODES}")
+    return int(policy)
+
+
+def simulate(pages, capacity: int, policy=POLICY_LRU, *, n_bit_counter: int = 1,
+             init_freq: int = 0) -> ReferenceCounts:
+    """Run a reference policy ("lru"/"fifo"/"clock" or a POLICY_* code) over a page trace.
+
+    capacity is in pages.  n_bit_counter and init_freq are CLOCK's libCacheSim parameters
+    (defaults 1 and 0, as in libCacheSim) and are ignored by the other policies.
+    """
+    code = _policy_code(policy)
+    cap = _check_capacity(capacity)
+    if isinstance(n_bit_counter, bool) or not 1 <= int(n_bit_counter) <= 14:
+        raise ConfigError(f"n_bit_counter must be in 1..14; got {n_bit_counter!r}")
+    max_freq = (1 << int(n_bit_counter)) - 1
+    if not 0 <= int(init_freq) <= max_freq:
+        raise ConfigError(f"init_freq must be in 0..{max_freq} for n_bit_counter={n_bit_counter}; "
+                          f"got {init_freq!r}")
+    ids, n_ids = remap_page_ids(pages)
+    misses, evictions = reference_kernel(code, ids, n_ids, cap, int(n_bit_counter), int(init_freq))
+    n = int(ids.shape[0])
+    return ReferenceCounts(nr_requests=n, nr_hits=n - int(misses), nr_misses=int(misses),
+                           nr_evictions=int(evictions))
+
+
+def simulate_lru(pages, capacity: int) -> int:
+    """Misses of exact LRU with ``capacity`` pages (libCacheSim LRU)."""
+    return simulate(pages, capacity, POLICY_LRU).nr_misses
+
+
+def simulate_fifo(pages, capacity: int) -> int:
+    """Misses of FIFO with ``capacity`` pages (libCacheSim FIFO)."""
+    return simulate(pages, capacity, POLICY_FIFO).nr_misses
+
+
+def simulate_clock(pages, capacity: int, n_bit_counter: int = 1, init_freq: int = 0) -> int:
+    """Misses of CLOCK with ``capacity`` pages (libCacheSim Clock, same parameter defaults)."""
+    return simulate(pages, capacity, POLICY_CLOCK, n_bit_counter=n_bit_counter,
+                    init_freq=init_freq).nr_misses
