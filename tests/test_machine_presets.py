@@ -1,0 +1,114 @@
+"""The shipped machine presets (tierlab/machines/*.toml) parse, follow the schema and cite a source
+for every number. See docs/machines.md."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tierlab.units import PAGE_SIZE, parse_size
+
+MACHINES = Path(__file__).resolve().parent.parent / "tierlab" / "machines"
+PRESETS = sorted(MACHINES.glob("*.toml"))
+
+TOP_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources"}
+NODE_KEYS = {"name", "capacity", "cpus", "adistance", "seq_4k_ns", "rand_line_ns", "write_line_ns",
+             "bandwidth_GBps"}
+NODE_SOURCED = NODE_KEYS - {"name"}
+
+# What the seeds say about each topology (node capacities in bytes, CPUs per node).
+EXPECTED = {
+    "dram-cxl-1tb": ([768 << 30, 256 << 30], [None, 0]),
+    "bergamo-cxl": ([128054 << 20, 128880 << 20, 129024 << 20], [256, 256, 0]),
+    "altra-1node": ([None], [80]),
+    "qemu-2node": ([1 << 30, 8 << 30], [16, 0]),
+}
+
+
+def load(path: Path) -> dict:
+    with path.open("rb") as f:
+        return tomllib.load(f)
+
+
+def test_all_four_presets_ship():
+    assert {p.stem for p in PRESETS} >= set(EXPECTED)
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_preset_schema(path: Path):
+    m = load(path)
+    assert set(m) == TOP_KEYS, f"{path.name}: keys {sorted(set(m) ^ TOP_KEYS)}"
+    assert m["name"] == path.stem
+    assert isinstance(m["description"], str) and m["description"]
+    assert isinstance(m["source"], str) and "seeds/" in m["source"]
+    assert 0 < m["loaded_latency_c"] < 2
+    nodes = m["nodes"]
+    n = len(nodes)
+    assert n >= 1
+    assert len({nd["name"] for nd in nodes}) == n
+    d = m["distance"]
+    assert len(d) == n and all(len(row) == n for row in d)
+    for i in range(n):
+        assert d[i][i] == 10
+        for j in range(n):
+            assert isinstance(d[i][j], int) and 10 <= d[i][j] <= 255
+    for nd in nodes:
+        assert set(nd) == NODE_KEYS, f"{path.name} node {nd.get('name')}: keys {sorted(set(nd) ^ NODE_KEYS)}"
+        size = parse_size(nd["capacity"], key=f"{nd['name']}.capacity")
+        assert size > 0 and size % PAGE_SIZE == 0
+        assert isinstance(nd["cpus"], int) and nd["cpus"] >= 0
+        assert isinstance(nd["adistance"], int) and nd["adistance"] > 0
+        for k in ("seq_4k_ns", "rand_line_ns", "write_line_ns", "bandwidth_GBps"):
+            assert isinstance(nd[k], float) and nd[k] > 0, f"{path.name} {nd['name']}.{k}"
+        assert nd["write_line_ns"] >= nd["rand_line_ns"]
+    assert any(nd["cpus"] > 0 for nd in nodes), "some node must have CPUs"
+    # DRAM tier (576 >> 7 == 4) holds the CPU nodes; CPU-less nodes are in a lower tier where tiering exists
+    for nd in nodes:
+        if nd["cpus"] > 0:
+            assert nd["adistance"] >> 7 == 576 >> 7
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_every_number_has_a_source(path: Path):
+    m = load(path)
+    src = m["sources"]
+    want = {"loaded_latency_c", "distance"}
+    want |= {f"{nd['name']}.{k}" for nd in m["nodes"] for k in NODE_SOURCED}
+    missing = want - set(src)
+    assert not missing, f"{path.name}: no source for {sorted(missing)}"
+    unknown = set(src) - want
+    assert not unknown, f"{path.name}: sources for unknown fields {sorted(unknown)}"
+    assert all(isinstance(v, str) and len(v) > 20 for v in src.values())
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_topology_matches_seed(name: str):
+    m = load(MACHINES / f"{name}.toml")
+    caps, cpus = EXPECTED[name]
+    assert len(m["nodes"]) == len(caps)
+    for nd, cap, ncpu in zip(m["nodes"], caps, cpus):
+        if cap is not None:
+            assert parse_size(nd["capacity"]) == cap
+        if ncpu is not None:
+            assert nd["cpus"] == ncpu
+
+
+def test_bergamo_slit_is_the_seeds():
+    m = load(MACHINES / "bergamo-cxl.toml")
+    assert m["distance"] == [[10, 32, 60], [32, 10, 50], [255, 255, 10]]
+
+
+def test_seed000_baseline_is_reproduced_by_the_load_model():
+    """seq_4k_ns is stored unloaded; with the file's c and bandwidth, the model's self-load feedback
+    must give back seed 000's measured 7.5804 s (DRAM) and 9.75 s (CXL) per 128 GiB read."""
+    m = load(MACHINES / "dram-cxl-1tb.toml")
+    c = m["loaded_latency_c"]
+    pages = (128 << 30) // PAGE_SIZE
+    for nd, published in zip(m["nodes"], (7.5804, 9.75)):
+        s, bw = nd["seq_4k_ns"], nd["bandwidth_GBps"]
+        t = s
+        for _ in range(500):  # fixed point of t = s * (1 + c u / (1 - u)), u = (4096 / t) / bw
+            u = min((PAGE_SIZE / t) / bw, 0.99)
+            t = s * (1.0 + c * u / (1.0 - u))
+        assert t * pages / 1e9 == pytest.approx(published, rel=2e-3)
