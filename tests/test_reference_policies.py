@@ -108,6 +108,28 @@ def test_kernels_take_dense_ids():
     assert tuple(ref.reference_kernel(ref.POLICY_CLOCK, ids, n_ids, 3, 1, 0)) == (10, 7)
 
 
+def test_remap_paths_give_first_appearance_ids():
+    pages = np.array([5, 3, 5, 900, 3, 0])
+    expected = [0, 1, 0, 2, 1, 3]
+    direct_ids, n_direct = ref.remap_page_ids(pages)  # small non-negative: lookup array
+    hashed_ids, n_hashed = ref.remap_page_ids(pages * -(10**12))  # hash table
+    assert direct_ids.tolist() == hashed_ids.tolist() == expected
+    assert n_direct == n_hashed == 4
+    uint_ids, _ = ref.remap_page_ids(pages.astype(np.uint64) + np.uint64(2**63))
+    assert uint_ids.tolist() == expected
+
+
+def test_hash_remap_survives_table_growth():
+    rng = np.random.default_rng(3)
+    keys = rng.integers(-(2**62), 2**62, 5_000)  # distinct with overwhelming probability
+    pages = keys[rng.integers(0, keys.size, 40_000)]
+    ids, n_ids = ref.remap_page_ids(pages)
+    _, first, inverse = np.unique(pages, return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))  # rank of each distinct key by first appearance
+    assert n_ids == first.size
+    assert np.array_equal(ids, order[inverse])
+
+
 def test_empty_trace():
     assert ref.simulate(np.array([], dtype=np.int64), 4, "clock") == (0, 0, 0, 0)
 
