@@ -24,8 +24,10 @@ object has size 1 and the libCacheSim cache size equals ``capacity``:
 
 Pages are arbitrary int64 ids.  ``remap_page_ids`` turns them into dense ids in order of first
 appearance (a direct lookup array when they are already small and non-negative, else a growing
-open-addressing hash), so every request costs O(1).  Capacity is in pages and every page has the same size; sizes, TTLs, deletes
-and admission control are not modelled.
+open-addressing hash), so every request costs O(1).  Capacity is in pages and every page has the
+same size; object sizes, TTLs, deletes and admission control are not modelled.  Parity with the
+libcachesim 0.3.5 Python bindings (all three policies, and CLOCK with other n_bit_counter and
+init_freq values) is checked in tests/test_reference_policies.py.
 """
 
 from __future__ import annotations
