@@ -55,6 +55,12 @@ def naive_reuse(pages: list[int]) -> tuple[dict[int, int], int]:
     return hist, cold
 
 
+def cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="tierlab")
+    add_trace_commands(p.add_subparsers(dest="command", required=True))
+    return main_trace(p.parse_args(argv))
+
+
 def no_temp_files(d) -> bool:
     return not [n for n in os.listdir(d) if n.endswith(".tmp")]
 
@@ -237,6 +243,18 @@ def test_npz_newer_format_version_is_refused(tmp_path):
         load_trace(path)
 
 
+def test_damaged_npz_is_a_trace_error(tmp_path):
+    t = make_trace(np.arange(1000))
+    save_trace(tmp_path / "ok.npz", t.task, t.page, t.op, t.count)
+    raw = (tmp_path / "ok.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "flip.npz").write_bytes(raw[:200] + b"\xff" * 100 + raw[300:])
+    with pytest.raises(TraceError, match="not a readable .npz"):
+        load_trace(tmp_path / "cut.npz")
+    with pytest.raises(TraceError, match="damaged .npz member"):
+        load_trace(tmp_path / "flip.npz")
+
+
 def test_npy_structured_array(tmp_path):
     a = np.zeros(3, dtype=[("task", "i4"), ("page", "i8"), ("op", "u1")])
     a["page"] = [4, 4, 7]
@@ -310,6 +328,17 @@ def test_oracle_general_reader_details(tmp_path):
         load_trace(path)
 
 
+def test_convert_cli_to_oracle_general_and_back(tmp_path, capsys):
+    (tmp_path / "in.csv").write_text("task,page,op,count\n0,1,r,2\n0,2,w,1\n0,1,r,1\n")
+    og = tmp_path / "t.oracleGeneral.bin"
+    assert cli(["trace", "convert", str(tmp_path / "in.csv"), "--out", str(og)]) == 0
+    assert og.stat().st_size == 4 * 24
+    assert cli(["trace", "convert", str(og), "--out", str(tmp_path / "t.npz")]) == 0
+    assert load_trace(tmp_path / "t.npz").page.tolist() == [1, 2, 1]  # ops are not kept by the format
+    assert cli(["trace", "info", str(og), "--format", "json"]) == 0
+    assert '"accesses": 4' in capsys.readouterr().out
+
+
 def test_unknown_format_and_missing_file(tmp_path):
     (tmp_path / "x.dat").write_bytes(b"abc")
     with pytest.raises(TraceError, match="cannot tell the trace format"):
@@ -327,12 +356,6 @@ def test_iter_chunks_covers_the_trace():
 
 # ---------------------------------------------------------------------------------------------
 # recording real programs
-
-
-def cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="tierlab")
-    add_trace_commands(p.add_subparsers(dest="command", required=True))
-    return main_trace(p.parse_args(argv))
 
 
 def test_missing_valgrind_says_how_to_install(tmp_path, monkeypatch):

@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -282,28 +283,39 @@ def _read_npz(path: str) -> Trace:
         z = np.load(path, allow_pickle=False)
     except Exception as e:  # zipfile/ValueError variants: all mean "not a readable npz"
         raise TraceError(f"{path}: not a readable .npz file ({e})") from None
-    with z:
-        names = set(z.files)
-        missing = {"page", "op"} - names
-        if missing:
-            raise TraceError(f"{path}: expected arrays task, page, op, count in the .npz; "
-                             f"missing {sorted(missing)}")
-        version = int(z["format_version"]) if "format_version" in names else FORMAT_VERSION
-        if version > FORMAT_VERSION:
-            raise TraceError(f"{path}: format_version {version} is newer than this tierlab reads "
-                             f"(<= {FORMAT_VERSION}); upgrade tierlab")
-        meta = {}
-        if "meta" in names:
-            try:
-                meta = json.loads(str(z["meta"]))
-            except ValueError as e:
-                raise TraceError(f"{path}: array 'meta': expected a JSON object ({e})") from None
-        page_size = int(z["page_size"]) if "page_size" in names else PAGE_SIZE
-        if page_size <= 0 or page_size & (page_size - 1):
-            raise TraceError(f"{path}: page_size: expected a power of two, got {page_size}")
-        meta.update(format_version=version, page_size=page_size)
-        get = lambda k: z[k] if k in names else None  # noqa: E731
-        return _trace(get("task"), z["page"], z["op"], get("count"), meta, path)
+    try:
+        with z:
+            return _read_npz_arrays(z, path)
+    except (ValueError, TypeError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        if isinstance(e, TraceError):
+            raise
+        raise TraceError(f"{path}: damaged .npz member ({type(e).__name__}: {e})") from None
+
+
+def _read_npz_arrays(z, path: str) -> Trace:
+    names = set(z.files)
+    missing = {"page", "op"} - names
+    if missing:
+        raise TraceError(f"{path}: expected arrays task, page, op, count in the .npz; "
+                         f"missing {sorted(missing)}")
+    version = int(z["format_version"]) if "format_version" in names else FORMAT_VERSION
+    if version > FORMAT_VERSION:
+        raise TraceError(f"{path}: format_version {version} is newer than this tierlab reads "
+                         f"(<= {FORMAT_VERSION}); upgrade tierlab")
+    meta = {}
+    if "meta" in names:
+        try:
+            meta = json.loads(str(z["meta"]))
+        except ValueError as e:
+            raise TraceError(f"{path}: array 'meta': expected a JSON object ({e})") from None
+        if not isinstance(meta, dict):
+            raise TraceError(f"{path}: array 'meta': expected a JSON object, got {type(meta).__name__}")
+    page_size = int(z["page_size"]) if "page_size" in names else PAGE_SIZE
+    if page_size <= 0 or page_size & (page_size - 1):
+        raise TraceError(f"{path}: page_size: expected a power of two, got {page_size}")
+    meta.update(format_version=version, page_size=page_size)
+    get = lambda k: z[k] if k in names else None  # noqa: E731
+    return _trace(get("task"), z["page"], z["op"], get("count"), meta, path)
 
 
 def _read_npy(path: str) -> Trace:
@@ -327,7 +339,14 @@ def _csv_ints(values: np.ndarray, name: str, lo: int, hi: int) -> tuple[np.ndarr
     lens = np.char.str_len(v)
     out = np.zeros(len(v), np.int64)
     short = ~bad & (lens <= 18)  # fits int64 for sure
-    out[short] = v[short].astype(np.int64)
+    try:
+        out[short] = v[short].astype(np.int64)
+    except ValueError:  # non-ASCII digits such as '²' pass isdigit but not int()
+        for i in np.flatnonzero(short):
+            if v[i].isascii():
+                out[i] = int(v[i])
+            else:
+                bad[i] = True
     for i in np.flatnonzero(~bad & (lens > 18)):  # rare: check big values one by one
         x = int(v[i])
         if x > hi:
