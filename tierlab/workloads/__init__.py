@@ -1,0 +1,24 @@
+"""Built-in workloads, by name. Each is a Workload subclass; see base.py for the interface."""
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .base import Chunk, Region, Workload
+from .file_read import FileRead
+from .random_read import RandomRead
+
+WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, RandomRead)}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    WORKLOADS[cls.name] = cls
+    return cls
+
+
+def make_workload(name: str, params: dict | None = None, scale: float = 1.0) -> Workload:
+    cls = WORKLOADS.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown workload {name!r}; accepted: {', '.join(sorted(WORKLOADS))}")
+    return cls(scale=scale, **(params or {}))
+
+
+__all__ = ["Chunk", "Region", "Workload", "WORKLOADS", "make_workload", "register"]

@@ -1,0 +1,289 @@
+"""The Python API: build a simulation from a Machine, Kernel knobs and a Workload; get a Result.
+
+    from tierlab import Machine, Kernel, simulate
+    from tierlab.workloads import make_workload
+    res = simulate(Machine.load("qemu-2node"), Kernel(demotion_enabled=1),
+                   make_workload("random-read", {"file_size": "4GiB"}), seed=7)
+    res.counters["pgdemote_kswapd"]
+
+`Simulation` keeps the state between runs, so a notebook (or a reproduction) can run a workload,
+change knobs (`sim.set_knobs(pagecache_promotion_enabled=0)`) and run more.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .core import state as st
+from .core.cost import COSTS
+from .core.engine import NODE_SAMPLE_COLS, run
+from .core.numa_balancing import reset_promotion_state
+from .core.page_alloc import setup_watermarks
+from .core.params import NR_PARAMS, PARAM_NAMES
+from .core.vmstat import NR_VMSTAT_ITEMS, PGPROMOTE_CANDIDATE, VMSTAT_NAMES
+from .errors import CapacityError, ConfigError
+from .kernel import KNOBS, Kernel
+from .machine import Machine
+from .workloads.base import Workload
+
+SAMPLE_BLOCK = 4096
+
+
+@dataclass
+class Result:
+    """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
+    series sampled every `sample_interval_ms` of simulated time, per-task times and marks."""
+    counters: pd.Series
+    node_counters: pd.DataFrame
+    nodes: pd.DataFrame
+    timeseries: pd.DataFrame
+    task_times_s: pd.Series
+    marks_s: pd.DataFrame
+    sim_time_s: float
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "counters": {k: int(v) for k, v in self.counters.items()},
+            "nr_free_pages": {str(k): int(v) for k, v in self.nodes["nr_free_pages"].items()},
+            "sim_time_s": self.sim_time_s,
+            "task_times_s": [float(x) for x in self.task_times_s],
+            "marks_s": self.marks_s.to_dict(orient="list"),
+            "config": self.config,
+        }
+
+    def cycle_times_s(self, task: int = 0) -> np.ndarray:
+        """Time between consecutive marks of a task (e.g. seconds per read cycle)."""
+        m = self.marks_s[self.marks_s.task == task].time_s.to_numpy()
+        return np.diff(m)
+
+
+def available_memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def state_bytes(nr_pages: int) -> int:
+    """Bytes the state will take: 16 per page plus the per-chunk access arrays (~9 B x chunk)."""
+    from .workloads.base import CHUNK_ACCESSES
+    return st.page_state_bytes(nr_pages) + 8 * nr_pages + CHUNK_ACCESSES * 9 * 2
+
+
+class Simulation:
+    def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
+                 sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0):
+        self.machine = machine
+        self.kernel = kernel or Kernel()
+        self.workload = workload
+        self.seed = int(seed)
+        self.costs = {k: v[0] for k, v in COSTS.items()}
+        for k, v in (costs or {}).items():
+            if k not in COSTS:
+                raise ConfigError(f"unknown cost {k!r}; accepted: {', '.join(COSTS)}")
+            self.costs[k] = float(v)
+        if sample_interval_ms <= 0:
+            raise ConfigError("sample_interval_ms: must be > 0")
+        self.sample_interval_ms = sample_interval_ms
+        self.quantum_us = quantum_us
+        self._regions = workload.regions()
+        self.nr_pages = sum(r.pages for r in self._regions)
+        for r in self._regions:
+            for n in r.nodes:
+                if not 0 <= n < machine.nr_nodes:
+                    raise ConfigError(f"region {r.name}: node {n} does not exist; machine {machine.name} has "
+                                      f"nodes 0..{machine.nr_nodes - 1}")
+        need = state_bytes(self.nr_pages)
+        avail = available_memory_bytes()
+        if need > 0.8 * avail:
+            raise CapacityError(f"the simulation state needs ~{need / 2**30:.1f} GiB for {self.nr_pages} pages "
+                                f"but only {avail / 2**30:.1f} GiB is available; use --scale to shrink the run")
+        if self.nr_pages >= 2**31 - 4096:
+            raise CapacityError(f"{self.nr_pages} pages exceed the 2^31 page ids of int32 list links")
+        self.state = self._build_state()
+        self.p = self._build_params()
+        self._ts_rows: list[np.ndarray] = []
+        self._scratch = np.zeros(64, dtype=np.int64)
+        self._cands = np.zeros(machine.nr_nodes, dtype=np.int64)
+        self._chunks = None
+
+    # ---- set-up ----------------------------------------------------------------------------
+    def _build_state(self) -> st.SimState:
+        m, w = self.machine, self.workload
+        N, P, T = m.nr_nodes, self.nr_pages, w.nr_tasks
+        cpu_nodes = m.cpu_nodes()
+        C = max(1, min(len(cpu_nodes), T))  # CPUs that can ever run a task
+        # tasks are spread over CPUs in node order (the first CPUs of the first CPU node)
+        task_cpu = np.arange(T, dtype=np.int64) % C
+        managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
+        nsent = st.nr_sentinels(N, T)
+        prev = np.full(P + nsent, -1, dtype=np.int32)
+        nxt = np.full(P + nsent, -1, dtype=np.int32)
+        st.init_lists(prev, nxt, P)
+        R = len(self._regions)
+        region_start = np.zeros(R + 1, dtype=np.int64)
+        region_nodes = np.full((R, N), -1, dtype=np.int8)
+        pol_code = {"default": st.MPOL_DEFAULT, "preferred": st.MPOL_PREFERRED, "bind": st.MPOL_BIND,
+                    "interleave": st.MPOL_INTERLEAVE}
+        for i, r in enumerate(self._regions):
+            region_start[i + 1] = region_start[i] + r.pages
+            region_nodes[i, :len(r.nodes)] = r.nodes
+        zl = np.full((N, N), -1, dtype=np.int8)
+        for i, order in enumerate(m.zonelists()):
+            zl[i, :len(order)] = order
+        dt = np.full((N, max(1, N)), -1, dtype=np.int8)
+        for i, tg in enumerate(m.demotion_targets()):
+            dt[i, :len(tg)] = tg
+        total_pages = int(managed.sum())
+        wm = setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", total_pages)),
+                              int(self.kernel.watermark_scale_factor))
+        ncols = 1 + NR_VMSTAT_ITEMS + N * NODE_SAMPLE_COLS
+        marks = max(1, w.nr_marks())
+        interval = int(self.sample_interval_ms * 1e6)
+        s = st.SimState(
+            node=np.full(P, -1, dtype=np.int8), flags=np.zeros(P, np.uint8), flags2=np.zeros(P, np.uint8),
+            order=np.zeros(P, np.int8), prev=prev, next=nxt, stamp=np.full(P, st.STAMP_NONE, np.uint32),
+            region_start=region_start,
+            region_kind=np.array([st.REGION_ANON if r.kind == "anon" else st.REGION_FILE for r in self._regions], np.int8),
+            region_policy=np.array([pol_code[r.policy] for r in self._regions], np.int8),
+            region_nodes=region_nodes,
+            region_order=np.array([r.order for r in self._regions], np.int8),
+            free=managed.copy(), managed=managed, wmark=wm,
+            lru_size=np.zeros((N, st.NR_LRU_LISTS), np.int64), nr_isolated=np.zeros(N, np.int64),
+            nonresident_age=np.zeros(N, np.int64), refault_snap=np.zeros((N, 2), np.int64),
+            scan_acc=np.zeros(N, np.float64), kswapd_awake=np.zeros(N, np.int8),
+            kswapd_clock=np.zeros(N, np.int64), kswapd_failures=np.zeros(N, np.int64),
+            tier=np.array(m.tier_index(), np.int8), node_cpus=np.array([nd.cpus for nd in m.nodes], np.int64),
+            zonelist=zl, demote_target=dt, last_alloc=np.full(N, -2, np.int64),
+            nbp=np.zeros((N, st.NR_NBP), np.int64),
+            seq_ns=np.array([nd.seq_4k_ns for nd in m.nodes], np.float64),
+            line_ns=np.array([nd.rand_line_ns for nd in m.nodes], np.float64),
+            write_ns=np.array([nd.write_line_ns for nd in m.nodes], np.float64),
+            bw_bytes_ns=np.array([nd.bandwidth_GBps for nd in m.nodes], np.float64),  # GB/s == bytes/ns
+            load_factor=np.ones(N, np.float64), win_start=np.zeros(N, np.int64), win_bytes=np.zeros(N, np.float64),
+            cpu_node=np.array(cpu_nodes[:C], np.int64), cpu_clock=np.zeros(C, np.int64),
+            cpu_next_task=np.zeros(C, np.int64), lru_batch=np.zeros((C, st.LRU_BATCH_MAX), np.int64),
+            lru_batch_len=np.zeros(C, np.int64),
+            task_cpu=task_cpu, task_runtime=np.zeros(T, np.int64), task_end=np.zeros(T, np.int64),
+            task_last_page=np.full(T, -2, np.int64), promo_count=np.zeros(T, np.int64),
+            marks=np.zeros((T, marks), np.int64), nr_marks=np.zeros(T, np.int64),
+            counters=np.zeros((N, NR_VMSTAT_ITEMS), np.int64),
+            samples=np.zeros((SAMPLE_BLOCK, ncols), np.int64),
+            misc=np.zeros(8, np.int64), rng=np.array([((self.seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF], np.uint64),
+        )
+        s.misc[st.MISC_NEXT_SAMPLE] = interval
+        s.misc[st.MISC_NR_PAGES] = P
+        return s
+
+    def _build_params(self) -> np.ndarray:
+        p = np.zeros(NR_PARAMS, dtype=np.float64)
+        idx = {n: i for i, n in enumerate(PARAM_NAMES)}
+        total_pages = int(self.state.managed.sum())
+        for name in KNOBS:
+            key = "swap_pages" if name == "swap_size" else name
+            if key in idx:
+                p[idx[key]] = self.kernel.get(name, total_pages)
+        for k, v in self.costs.items():
+            p[idx[k]] = v
+        p[idx["loaded_latency_c"]] = self.machine.loaded_latency_c
+        p[idx["quantum_ns"]] = self.quantum_us * 1000
+        p[idx["sample_interval_ns"]] = self.sample_interval_ms * 1e6
+        p[idx["seed"]] = self.seed
+        return p
+
+    def set_knobs(self, **knobs) -> None:
+        """Change kernel knobs between runs (as writing the sysctl/sysfs files would)."""
+        old_tiering = int(self.kernel.numa_balancing) & 2
+        self.kernel = self.kernel.replace(**knobs)
+        if "min_free_kbytes" in knobs or "watermark_scale_factor" in knobs:
+            total = int(self.state.managed.sum())
+            self.state.wmark[:] = setup_watermarks(self.state.managed, int(self.kernel.get("min_free_kbytes", total)),
+                                                   int(self.kernel.watermark_scale_factor))
+        self.p = self._build_params()
+        if not old_tiering and int(self.kernel.numa_balancing) & 2:
+            now_ms = int(self.state.misc[st.MISC_NOW] // 1_000_000) & 0xFFFFFFFF
+            reset_promotion_state(self.state.nbp, self.state.counters[:, PGPROMOTE_CANDIDATE], now_ms)
+
+    # ---- running ---------------------------------------------------------------------------
+    def run(self, chunks=None, progress=None) -> "Simulation":
+        """Run the workload's chunks (or the given iterable of Chunk)."""
+        if chunks is None:
+            chunks = self.workload.chunks(self.seed)
+        for ch in chunks:
+            pos = ch.offsets[:-1].copy()
+            while True:
+                status = run(self.state, self.p, ch.offsets, ch.pages, ch.ops, pos, self._scratch, self._cands)
+                if status == st.STATUS_SAMPLES_FULL:
+                    self._drain_samples()
+                    continue
+                if status == st.STATUS_OOM:
+                    raise ConfigError(self._oom_message())
+                if status == st.STATUS_MARKS_FULL:
+                    raise RuntimeError("workload emitted more MARK ops than nr_marks() declared")
+                break
+            if progress is not None:
+                progress(int(ch.pages.shape[0]))
+        self._drain_samples()
+        return self
+
+    def _oom_message(self) -> str:
+        s = self.state
+        nodes = ", ".join(f"node{i}: {int(s.free[i])} free of {int(s.managed[i])}" for i in range(len(s.free)))
+        return ("out of memory: an allocation found no node above its MIN watermark and direct reclaim "
+                f"freed nothing ({nodes}); the workload does not fit this machine with these knobs "
+                "(anon memory needs swap_size or demotion_enabled with a lower tier)")
+
+    def _drain_samples(self) -> None:
+        n = int(self.state.misc[st.MISC_NR_SAMPLES])
+        if n:
+            self._ts_rows.append(self.state.samples[:n].copy())
+            self.state.misc[st.MISC_NR_SAMPLES] = 0
+
+    # ---- results ---------------------------------------------------------------------------
+    def result(self) -> Result:
+        s, m = self.state, self.machine
+        N = m.nr_nodes
+        names = list(VMSTAT_NAMES)
+        counters = pd.Series(s.counters.sum(axis=0), index=names, dtype="int64")
+        node_counters = pd.DataFrame(s.counters, columns=names)
+        node_counters.index.name = "node"
+        nodes = pd.DataFrame({
+            "name": [nd.name for nd in m.nodes],
+            "nr_free_pages": s.free.copy(),
+            "nr_inactive_anon": s.lru_size[:, 0].copy(), "nr_active_anon": s.lru_size[:, 1].copy(),
+            "nr_inactive_file": s.lru_size[:, 2].copy(), "nr_active_file": s.lru_size[:, 3].copy(),
+            "nr_isolated": s.nr_isolated.copy(), "managed_pages": s.managed.copy(),
+        })
+        nodes.index.name = "node"
+        cols = ["time_s"] + names
+        for i in range(N):
+            cols += [f"node{i}_nr_free_pages", f"node{i}_nr_inactive_anon", f"node{i}_nr_active_anon",
+                     f"node{i}_nr_inactive_file", f"node{i}_nr_active_file", f"node{i}_nr_isolated"]
+        rows = np.concatenate(self._ts_rows) if self._ts_rows else np.zeros((0, len(cols)), np.int64)
+        ts = pd.DataFrame(rows, columns=cols)
+        ts["time_s"] = ts["time_s"] / 1e9
+        task_times = pd.Series(s.task_end / 1e9, name="time_s")
+        task_times.index.name = "task"
+        mk = [(t, i, s.marks[t, i] / 1e9) for t in range(s.marks.shape[0]) for i in range(int(s.nr_marks[t]))]
+        marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
+        return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
+                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task_end.max() / 1e9),
+                      config=self.config())
+
+    def config(self) -> dict:
+        return {"machine": self.machine.name, "workload": self.workload.name,
+                "params": {k: str(v) for k, v in self.workload.raw.items()}, "knobs": self.kernel.to_dict(),
+                "scale": self.workload.scale, "seed": self.seed}
+
+
+def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0, **kw) -> Result:
+    """Run `workload` on `machine` with `kernel` knobs from an empty state and return the Result."""
+    return Simulation(machine, kernel, workload, seed=seed, **kw).run().result()

@@ -1,0 +1,319 @@
+"""The simulation loop: tasks on CPUs interleaved in virtual time, kswapd on its own clock, and
+the access path (faults, folio_mark_accessed, PTE young bits) that drives every mechanism.
+
+Scheduling. Each CPU has a clock (ns); a task runs on one CPU (tasks beyond the CPU count share
+CPUs round-robin). The loop repeatedly picks the entity with the smallest clock -- a CPU with work
+left, or an awake kswapd -- and runs it: a CPU runs its next task for a quantum (until its clock
+passes the next entity's clock plus `quantum_ns`, or a kswapd wakes), kswapd runs one reclaim
+batch. Time-series samples are taken when the smallest clock crosses a sample boundary. Everything
+is serial and driven by virtual time only, so a run is bit-identical whatever the host does.
+
+Accesses. A chunk holds, per task, a run of (page, op) pairs (CSR layout: offsets[T+1]). An op is
+a kind in bits 0-1 -- LOAD/STORE through page tables, READ/WRITE through read()/write() of the page
+cache -- and flags: STREAM (sequential: readahead-friendly), SYSCALL_END (the system call returns
+after this page: task work runs), MARK (record the task's clock, e.g. at the end of a cycle).
+
+Models mm/memory.c handle_mm_fault() (anonymous zero-fill and zero-page read faults, swap-in,
+file faults), mm/filemap.c filemap_read() (page-cache lookup, readahead on a miss,
+folio_mark_accessed per page copied), and the allocation slow path of mm/page_alloc.c
+(__alloc_pages_slowpath: wake kswapd, retry at MIN, direct reclaim, OOM).
+"""
+from __future__ import annotations
+
+import numpy as np
+from ._jit import jit
+
+from .cost import line_load_ns, line_store_ns, seq_page_ns
+from .lru import folio_add_lru, folio_mark_accessed, lru_add_drain_cpu, workingset_refault
+from .page_alloc import (
+    get_page_from_freelist, policy_nodes, take_pages, tiering_mode, wakeup_kswapd,
+)
+from .pagecache_promotion import promotion_candidate, task_numa_promotion_work
+from .params import (
+    P_FAULT_NS, P_FMA_HOOK_CHECK_NS, P_FMA_NS, P_IO_RAND_4K_NS, P_IO_SEQ_4K_NS,
+    P_PAGECACHE_INSERT_NS, P_PAGECACHE_PROMOTION_ENABLED, P_QUANTUM_NS, P_SAMPLE_INTERVAL_NS,
+    P_STREAM_BREAK_NS, P_SWAP_IN_4K_NS, P_SYSCALL_NS, P_ZERO_PAGE_NS,
+)
+from .reclaim import direct_reclaim, kswapd_step
+from .state import (
+    F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON,
+    LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MISC_NEXT_SAMPLE, MISC_NOW,
+    MISC_NR_SAMPLES, MISC_SWAP_USED, MISC_WAKEUPS, ORDER_MASK, PG_DIRTY, PG_ISOLATED,
+    PG_PROTNONE, PG_WORKINGSET, PG_YOUNG, REGION_ANON, STAMP_NONE, STATUS_DONE,
+    STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, WMARK_LOW, WMARK_MIN, folio_head,
+    folio_nr_pages, region_of,
+)
+from .vmstat import ALLOCSTALL, NR_VMSTAT_ITEMS, OOM_KILL, PGFAULT, PGMAJFAULT, PGPGIN, PSWPIN
+
+# op encoding
+OP_LOAD = 0
+OP_STORE = 1
+OP_READ = 2
+OP_WRITE = 3
+OP_KIND_MASK = 3
+OP_STREAM = 4
+OP_SYSCALL_END = 8
+OP_MARK = 16
+
+NODE_SAMPLE_COLS = 6   # per node in a sample row: free, 4 LRU sizes, isolated
+INF = np.int64(1) << np.int64(62)
+
+
+@jit
+def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
+    """Pick the node for a new folio as __alloc_pages() would. Returns (node or -1 on OOM, cost)."""
+    cpu_nid = s.cpu_node[cpu]
+    n = policy_nodes(s, region, cpu_nid, page - s.region_start[region], cands)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
+    if nid >= 0:
+        return nid, 0.0
+    # slow path: wake every kswapd of the zonelist, retry at MIN, then reclaim directly
+    for i in range(n):
+        wakeup_kswapd(s, p, cands[i], clock)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    cost = 0.0
+    retries = 0
+    while nid < 0 and retries < 16:
+        if retries == 0:
+            lru_add_drain_cpu(s, cpu)
+        s.counters[cpu_nid, ALLOCSTALL] += 1
+        got, c = direct_reclaim(s, p, cands, n, clock + np.int64(cost), scratch)
+        cost += c
+        nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+        if got == 0:
+            retries += 4
+        retries += 1
+    if nid < 0:
+        s.counters[cpu_nid, OOM_KILL] += 1
+    return nid, cost
+
+
+@jit
+def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
+    """Bring a non-present page in (anon zero-fill or zero page, swap-in, page-cache miss).
+    Returns (cost, ok); ok is False only on OOM."""
+    r = region_of(s, page)
+    anon = s.region_kind[r] == REGION_ANON
+    kind = op & OP_KIND_MASK
+    cpu_nid = s.cpu_node[cpu]
+    f2 = s.flags2[page]
+    mapped_access = kind <= OP_STORE
+    if anon and kind == OP_LOAD and not (f2 & (F2_SWAPPED | F2_MAPPED)):
+        # read fault on untouched anonymous memory maps the shared zero page
+        s.flags2[page] = f2 | F2_MAPPED
+        s.counters[cpu_nid, PGFAULT] += 1
+        return p[P_FAULT_NS], True
+    order = s.region_order[r]
+    head = page & ~((np.int64(1) << order) - 1)
+    nr = np.int64(1) << order
+    evict_nid = s.node[head]
+    refault = (s.flags2[head] & (F2_SHADOW | F2_SWAPPED)) != 0
+    swapped = (s.flags2[head] & F2_SWAPPED) != 0
+    nid, cost = alloc_folio(s, p, r, cpu, head, nr, clock, scratch, cands)
+    if nid < 0:
+        return cost, False
+    for i in range(nr):
+        s.order[head + i] = (s.order[head + i] & ~ORDER_MASK) | order
+    take_pages(s, nid, head, nr)
+    contig = s.flags2[head] & F2_CONTIG
+    # only a shadow entry's workingset bit survives eviction; workingset_refault() consumes it
+    s.flags[head] = (s.flags[head] & PG_WORKINGSET) if refault else np.uint8(0)
+    s.flags2[head] = F2_PRESENT | contig | (F2_ANON if anon else 0)
+    if refault:
+        workingset_refault(s, p, head, nid, evict_nid)
+    s.stamp[head] = STAMP_NONE
+    if anon:
+        s.counters[cpu_nid, PGFAULT] += 1
+        cost += p[P_FAULT_NS]
+        if swapped:
+            s.misc[MISC_SWAP_USED] -= nr
+            s.counters[cpu_nid, PGMAJFAULT] += 1
+            s.counters[nid, PSWPIN] += nr
+            cost += p[P_SWAP_IN_4K_NS] * nr
+        else:
+            cost += p[P_ZERO_PAGE_NS] * nr
+        s.flags2[head] |= F2_MAPPED
+    else:
+        io = p[P_IO_SEQ_4K_NS] if (op & OP_STREAM) else p[P_IO_RAND_4K_NS]
+        cost += p[P_PAGECACHE_INSERT_NS] + io * nr
+        s.counters[nid, PGPGIN] += 4 * nr
+        if mapped_access:
+            s.counters[cpu_nid, PGFAULT] += 1
+            s.counters[cpu_nid, PGMAJFAULT] += 1
+            cost += p[P_FAULT_NS]
+            s.flags2[head] |= F2_MAPPED
+    folio_add_lru(s, p, cpu, head)
+    return cost, True
+
+
+@jit
+def access(s, p, task, cpu, page, op, clock, scratch, cands):
+    """One access by `task`. Returns (cost in ns, ok)."""
+    cost = 0.0
+    if not (s.flags2[page] & F2_PRESENT):
+        c, ok = fault_in(s, p, task, cpu, page, op, clock, scratch, cands)
+        if not ok:
+            return c, False
+        cost += c
+        if not (s.flags2[page] & F2_PRESENT):
+            # zero page: a cache-line read from the local node
+            return cost + line_load_ns(s, p, s.cpu_node[cpu], clock), True
+    head = folio_head(s, page)
+    kind = op & OP_KIND_MASK
+    nid = s.node[head]
+    now = clock + np.int64(cost)
+    if kind >= OP_READ:
+        # filemap_read()/write(): folio_mark_accessed and a 4 KiB copy
+        cost += p[P_FMA_NS]
+        if folio_mark_accessed(s, head):
+            if tiering_mode(p) and not (s.flags[head] & PG_ISOLATED):
+                cost += p[P_FMA_HOOK_CHECK_NS]
+                if p[P_PAGECACHE_PROMOTION_ENABLED] != 0:
+                    cost += promotion_candidate(s, p, task, s.cpu_node[cpu], head, now)
+                    nid = s.node[head]
+        cost += seq_page_ns(s, p, nid, now)
+        if not (page == s.task_last_page[task] + 1 and (s.flags2[head] & F2_CONTIG)):
+            sb = p[P_STREAM_BREAK_NS]
+            cost += s.line_ns[nid] if sb < 0 else sb
+        s.task_last_page[task] = page
+        if kind == OP_WRITE:
+            s.flags[head] |= PG_DIRTY
+        return cost, True
+    # LOAD / STORE through page tables
+    f2 = s.flags2[head]
+    if not (f2 & F2_MAPPED):
+        s.flags2[head] = f2 | F2_MAPPED
+        s.counters[s.cpu_node[cpu], PGFAULT] += 1
+        cost += p[P_FAULT_NS]
+    s.flags[head] |= PG_YOUNG
+    if kind == OP_STORE:
+        s.flags[head] |= PG_DIRTY
+        cost += line_store_ns(s, p, nid, now)
+    elif op & OP_STREAM:
+        cost += seq_page_ns(s, p, nid, now)
+    else:
+        cost += line_load_ns(s, p, nid, now)
+    return cost, True
+
+
+@jit
+def take_sample(s, t):
+    row = s.misc[MISC_NR_SAMPLES]
+    out = s.samples[row]
+    out[0] = t
+    k = 1
+    for i in range(NR_VMSTAT_ITEMS):
+        tot = 0
+        for nid in range(s.counters.shape[0]):
+            tot += s.counters[nid, i]
+        out[k] = tot
+        k += 1
+    for nid in range(s.counters.shape[0]):
+        out[k] = s.free[nid]
+        out[k + 1] = s.lru_size[nid, LRU_INACTIVE_ANON]
+        out[k + 2] = s.lru_size[nid, LRU_ACTIVE_ANON]
+        out[k + 3] = s.lru_size[nid, LRU_INACTIVE_FILE]
+        out[k + 4] = s.lru_size[nid, LRU_ACTIVE_FILE]
+        out[k + 5] = s.nr_isolated[nid]
+        k += NODE_SAMPLE_COLS
+    s.misc[MISC_NR_SAMPLES] = row + 1
+
+
+@jit
+def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
+    """Run every task through its part of the chunk. Resumable: returns a status and keeps the
+    per-task positions in `task_pos`; `scratch` (int64[64]) and `cands` (int64[N]) are work buffers.
+    STATUS_SAMPLES_FULL asks the caller to drain samples and call
+    again. STATUS_OOM stops the run."""
+    ntasks = task_pos.shape[0]
+    ncpu = s.cpu_clock.shape[0]
+    nnodes = s.free.shape[0]
+    interval = np.int64(p[P_SAMPLE_INTERVAL_NS])
+    quantum = np.int64(p[P_QUANTUM_NS])
+    while True:
+        # the entity with the smallest clock, and the runner-up (bounds the quantum)
+        best = -1
+        best_t = INF
+        second_t = INF
+        for c in range(ncpu):
+            busy = False
+            for t in range(ntasks):
+                if s.task_cpu[t] == c and task_pos[t] < offsets[t + 1]:
+                    busy = True
+                    break
+            if busy:
+                ct = s.cpu_clock[c]
+                if ct < best_t:
+                    second_t = best_t
+                    best_t = ct
+                    best = c
+                elif ct < second_t:
+                    second_t = ct
+        for nid in range(nnodes):
+            if s.kswapd_awake[nid]:
+                kt = s.kswapd_clock[nid]
+                if kt < best_t:
+                    second_t = best_t
+                    best_t = kt
+                    best = ncpu + nid
+                elif kt < second_t:
+                    second_t = kt
+        if best < 0:
+            return STATUS_DONE
+        while s.misc[MISC_NEXT_SAMPLE] <= best_t:
+            if s.misc[MISC_NR_SAMPLES] >= s.samples.shape[0]:
+                return STATUS_SAMPLES_FULL
+            take_sample(s, s.misc[MISC_NEXT_SAMPLE])
+            s.misc[MISC_NEXT_SAMPLE] += interval
+        if best >= ncpu:
+            kswapd_step(s, p, best - ncpu, scratch)
+            continue
+        c = best
+        # round-robin among the CPU's runnable tasks
+        t = -1
+        for k in range(ntasks):
+            cand = (s.cpu_next_task[c] + k) % ntasks
+            if s.task_cpu[cand] == c and task_pos[cand] < offsets[cand + 1]:
+                t = cand
+                break
+        s.cpu_next_task[c] = (t + 1) % ntasks
+        clock = s.cpu_clock[c]
+        start = clock
+        limit = second_t if second_t < INF else s.misc[MISC_NEXT_SAMPLE]
+        limit = max(limit, start) + quantum
+        if s.misc[MISC_NEXT_SAMPLE] < limit and s.misc[MISC_NEXT_SAMPLE] > start:
+            limit = s.misc[MISC_NEXT_SAMPLE]
+        wakeups = s.misc[MISC_WAKEUPS]
+        pos = task_pos[t]
+        end = offsets[t + 1]
+        status = STATUS_DONE
+        while pos < end:
+            op = ops[pos]
+            cost, ok = access(s, p, t, c, pages[pos], op, clock, scratch, cands)
+            pos += 1
+            clock += np.int64(cost)
+            if not ok:
+                status = STATUS_OOM
+                break
+            if op & OP_SYSCALL_END:
+                clock += np.int64(p[P_SYSCALL_NS])
+                if s.promo_count[t] > 0:
+                    clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
+            if op & OP_MARK:
+                m = s.nr_marks[t]
+                if m < s.marks.shape[1]:
+                    s.marks[t, m] = clock
+                    s.nr_marks[t] = m + 1
+                else:
+                    status = STATUS_MARKS_FULL
+                    break
+            if clock >= limit or s.misc[MISC_WAKEUPS] != wakeups:
+                break
+        task_pos[t] = pos
+        s.task_runtime[t] += clock - start
+        s.task_end[t] = clock
+        s.cpu_clock[c] = clock
+        if clock > s.misc[MISC_NOW]:
+            s.misc[MISC_NOW] = clock
+        if status != STATUS_DONE:
+            return status

@@ -1,0 +1,182 @@
+"""The classic two-list LRU: active/inactive lists per node and type, folio_mark_accessed, lru_add
+batching, and workingset shadow entries with refault activation.
+
+Models mm/swap.c (folio_add_lru, the per-CPU lru_add batch, folio_mark_accessed, folio_activate) and
+mm/workingset.c (workingset_eviction, workingset_refault, workingset_activation). Reclaim's side of
+the lists (shrink_active_list, shrink_inactive_list) is in reclaim.py.
+
+Simplifications, and why:
+- folio_activate() queues the folio in a per-CPU lru_activate batch and sets PG_active when the batch
+  drains; here activation is immediate. It only shifts when PG_active appears by up to 31
+  activations, which matters for nothing we reproduce (the 4th-access rule of the page-cache RFC
+  holds either way because accesses to one folio are far apart in the workloads).
+- An lru_add batch belongs to a CPU; folio_mark_accessed() on a folio still in *any* batch sets
+  PG_active directly (the kernel only looks in the local CPU's batch).
+- One memcg (the root); one lruvec per node.
+"""
+from __future__ import annotations
+
+import numpy as np
+from ._jit import jit
+
+from .params import P_LRU_BATCH_SIZE, P_SWAP_PAGES
+from .state import (
+    F2_ANON, F2_BATCHED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
+    LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MISC_SWAP_USED, PG_ACTIVE, PG_LRU, PG_REFERENCED,
+    PG_WORKINGSET, folio_lru, folio_nr_pages, list_add, list_del, lru_sentinel,
+)
+from .vmstat import (
+    PGACTIVATE, WORKINGSET_ACTIVATE_ANON, WORKINGSET_ACTIVATE_FILE, WORKINGSET_REFAULT_ANON,
+    WORKINGSET_REFAULT_FILE, WORKINGSET_RESTORE_ANON, WORKINGSET_RESTORE_FILE,
+)
+
+
+@jit
+def lruvec_add_folio(s, head):
+    """Put a folio at the head (newest end) of the list its flags select, and mark it PG_lru."""
+    nid = s.node[head]
+    lru = folio_lru(s, head)
+    list_add(s, lru_sentinel(s, nid, lru), head)
+    s.lru_size[nid, lru] += folio_nr_pages(s, head)
+    s.flags[head] |= PG_LRU
+
+
+@jit
+def lruvec_del_folio(s, head):
+    """Unlink a folio from its LRU list (the caller then isolates, moves or frees it)."""
+    nid = s.node[head]
+    lru = folio_lru(s, head)
+    list_del(s, head)
+    s.lru_size[nid, lru] -= folio_nr_pages(s, head)
+    s.flags[head] &= ~PG_LRU
+
+
+@jit
+def lru_add_drain_cpu(s, cpu):
+    """Move a CPU's lru_add batch onto the LRU lists (lru_add_drain_cpu / folio_batch_move_lru)."""
+    n = s.lru_batch_len[cpu]
+    for i in range(n):
+        h = s.lru_batch[cpu, i]
+        s.flags2[h] &= ~F2_BATCHED
+        lruvec_add_folio(s, h)
+    s.lru_batch_len[cpu] = 0
+
+
+@jit
+def lru_add_drain_all(s):
+    for cpu in range(s.lru_batch_len.shape[0]):
+        lru_add_drain_cpu(s, cpu)
+
+
+@jit
+def folio_add_lru(s, p, cpu, head):
+    """folio_add_lru(): queue a new folio in the CPU's lru_add batch; drain when the batch is full
+    or the folio is large (the kernel drains at once for large folios)."""
+    s.flags2[head] |= F2_BATCHED
+    n = s.lru_batch_len[cpu]
+    s.lru_batch[cpu, n] = head
+    s.lru_batch_len[cpu] = n + 1
+    if n + 1 >= p[P_LRU_BATCH_SIZE] or folio_nr_pages(s, head) > 1:
+        lru_add_drain_cpu(s, cpu)
+
+
+@jit
+def folio_activate(s, head):
+    """Move an inactive folio on the LRU to the active list (pgactivate)."""
+    lruvec_del_folio(s, head)
+    s.flags[head] |= PG_ACTIVE
+    lruvec_add_folio(s, head)
+    s.counters[s.node[head], PGACTIVATE] += folio_nr_pages(s, head)
+
+
+@jit
+def workingset_age_nonresident(s, nid, nr):
+    s.nonresident_age[nid] += nr
+
+
+@jit
+def folio_mark_accessed(s, head):
+    """mm/swap.c folio_mark_accessed(), classic LRU. Returns True when the folio was already
+    referenced and active: the branch where the page-cache promotion RFC hooks in."""
+    f = s.flags[head]
+    if not (f & PG_REFERENCED):
+        s.flags[head] = f | PG_REFERENCED
+        return False
+    if not (f & PG_ACTIVE):
+        if f & PG_LRU:
+            folio_activate(s, head)
+        elif s.flags2[head] & F2_BATCHED:
+            s.flags[head] |= PG_ACTIVE   # __lru_cache_activate_folio: lands on the active list at drain
+        s.flags[head] &= ~PG_REFERENCED
+        workingset_age_nonresident(s, s.node[head], folio_nr_pages(s, head))
+        return False
+    return True
+
+
+@jit
+def can_swap(s, p):
+    return s.misc[MISC_SWAP_USED] < p[P_SWAP_PAGES]
+
+
+@jit
+def workingset_eviction(s, head):
+    """Age the lruvec and leave a shadow entry (eviction age + workingset bit) in the page's slot."""
+    nid = s.node[head]
+    nr = folio_nr_pages(s, head)
+    workingset_age_nonresident(s, nid, nr)
+    s.stamp[head] = np.uint32(s.nonresident_age[nid] & 0xFFFFFFFF)
+    if s.flags2[head] & F2_ANON:
+        s.flags2[head] |= F2_SWAPPED
+    else:
+        s.flags2[head] |= F2_SHADOW
+
+
+@jit
+def workingset_refault(s, p, head, new_nid, evict_nid):
+    """workingset_refault()/workingset_test_recent(): on a refault of an evicted (or swapped) folio,
+    activate it if its refault distance fits in the workingset. Sets flags on `head`; counters go to
+    the node the folio is refaulting into."""
+    nr = folio_nr_pages(s, head)
+    anon = (s.flags2[head] & F2_ANON) != 0
+    had_ws = (s.flags[head] & PG_WORKINGSET) != 0
+    s.flags[head] &= ~PG_WORKINGSET
+    s.counters[new_nid, WORKINGSET_REFAULT_ANON if anon else WORKINGSET_REFAULT_FILE] += nr
+    age_now = np.uint32(s.nonresident_age[evict_nid] & 0xFFFFFFFF)
+    distance = np.int64(np.uint32(age_now - s.stamp[head]))
+    ws = s.lru_size[evict_nid, LRU_ACTIVE_FILE]
+    if anon:
+        ws += s.lru_size[evict_nid, LRU_INACTIVE_FILE]
+    if can_swap(s, p):
+        ws += s.lru_size[evict_nid, LRU_ACTIVE_ANON]
+        if not anon:
+            ws += s.lru_size[evict_nid, LRU_INACTIVE_ANON]
+    if distance > ws:
+        return
+    s.flags[head] |= PG_ACTIVE
+    workingset_age_nonresident(s, evict_nid, nr)
+    s.counters[new_nid, WORKINGSET_ACTIVATE_ANON if anon else WORKINGSET_ACTIVATE_FILE] += nr
+    if had_ws:
+        s.flags[head] |= PG_WORKINGSET
+        s.counters[new_nid, WORKINGSET_RESTORE_ANON if anon else WORKINGSET_RESTORE_FILE] += nr
+
+
+@jit
+def inactive_is_low(s, nid, file):
+    """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB)."""
+    base = 2 if file else 0
+    inactive = s.lru_size[nid, base]
+    active = s.lru_size[nid, base + 1]
+    gb = (inactive + active) >> 18
+    ratio = np.int64(np.sqrt(10.0 * gb)) if gb > 0 else np.int64(1)
+    return inactive * ratio < active
+
+
+@jit
+def node_lru_pages(s, nid):
+    return (s.lru_size[nid, LRU_INACTIVE_ANON] + s.lru_size[nid, LRU_ACTIVE_ANON]
+            + s.lru_size[nid, LRU_INACTIVE_FILE] + s.lru_size[nid, LRU_ACTIVE_FILE])
+
+
+@jit
+def page_present(s, page):
+    return (s.flags2[page] & F2_PRESENT) != 0

@@ -1,0 +1,120 @@
+"""Promotion of unmapped page-cache folios (RFC, Gregory Price, v3 January 2025; not merged).
+
+Models the series' mm/swap.c hook in folio_mark_accessed(), promotion_candidate() in mm/migrate.c,
+the task_work task_numa_promotion_work() and migrate_misplaced_folio_batch():
+
+- folio_mark_accessed() on a folio that is already referenced and active, not isolated, with the
+  tiering bit of numa_balancing set and pagecache_promotion_enabled, calls promotion_candidate().
+  (The inline checks cost fma_hook_check_ns whenever the branch is reached with tiering on.)
+- promotion_candidate(): return at once for a top-tier folio (or a kthread); v3 also returns when
+  the task's promo_count has reached numa_balancing_promote_rate_limit_MBps -- a page count compared
+  with the MB/s value, as the patch does. Then numa_migrate_check() with no vmf
+  (numa_hint_page_cache[_local]), mpol_misplaced() with the default policy (target: the task's
+  CPU's node) and should_numa_migrate_memory(); migrate_misplaced_folio_prepare() (fails and wakes
+  kswapd on the target unless it has WMARK_HIGH + nr free; isolates the folio); and the folio goes
+  on the task's promo_list: list_add_tail in v3, list_add before.
+- On return to user, task_numa_promotion_work() migrates the list to the task's node in one
+  migrate_pages() call (alloc_misplaced_dst_folio: no reclaim, so a destination below its MIN
+  watermark fails the folio, which is put back) and zeroes promo_count. Successes count
+  numa_pages_migrated and pgpromote_success on the destination.
+
+The folios' physical order on the destination follows the list order (take_pages records
+contiguity), which is what makes list_add costly for a later sequential read.
+"""
+from __future__ import annotations
+
+import numpy as np
+from ._jit import jit
+
+from .lru import lruvec_add_folio, lruvec_del_folio
+from .migrate import batch_cost, move_isolated_folio
+from .numa_balancing import migrate_balanced_pgdat, now_ms, should_numa_migrate_memory
+from .page_alloc import wakeup_kswapd, zone_watermark_ok
+from .params import (
+    P_NUMA_MIGRATE_CHECK_NS, P_PAGECACHE_PROMOTION_CAP, P_PAGECACHE_PROMOTION_ORDER,
+    P_PROMOTE_RATE_LIMIT_MBPS, P_PROMOTION_CANDIDATE_NS, P_TASK_WORK_NS,
+)
+from .state import (
+    PG_ISOLATED, PG_LRU, WMARK_MIN, folio_nr_pages, list_add, list_add_tail, list_del,
+    promo_sentinel,
+)
+from .vmstat import (
+    NUMA_HINT_PAGE_CACHE, NUMA_HINT_PAGE_CACHE_LOCAL, NUMA_PAGES_MIGRATED, PGMIGRATE_FAIL,
+    PGPROMOTE_SUCCESS, PROMOTE_DEFERRED_PAGES, PROMOTE_PUTBACK_PAGES,
+)
+
+# enum PromoCap
+PROMO_CAP_RATE_LIMIT = 0   # v3: stop adding once promo_count >= promote_rate_limit_MBps
+PROMO_CAP_UNLIMITED = 1    # v1/v2: every candidate of the syscall is queued
+# enum PromoListOrder
+PROMO_ORDER_ADD_TAIL = 0   # v3: list_add_tail, promoted in access order
+PROMO_ORDER_ADD = 1        # earlier: list_add, promoted in reverse order
+
+
+@jit
+def promotion_candidate(s, p, task, cpu_nid, head, clock):
+    """Returns the cost in ns of the call (and queues the folio when it qualifies)."""
+    cost = p[P_PROMOTION_CANDIDATE_NS]
+    nid = s.node[head]
+    if s.tier[nid] == 0:
+        return cost
+    nr = folio_nr_pages(s, head)
+    if (np.int64(p[P_PAGECACHE_PROMOTION_CAP]) == PROMO_CAP_RATE_LIMIT
+            and s.promo_count[task] >= np.int64(p[P_PROMOTE_RATE_LIMIT_MBPS])):
+        s.counters[nid, PROMOTE_DEFERRED_PAGES] += nr
+        return cost
+    cost += p[P_NUMA_MIGRATE_CHECK_NS]
+    s.counters[nid, NUMA_HINT_PAGE_CACHE] += 1
+    if nid == cpu_nid:
+        s.counters[nid, NUMA_HINT_PAGE_CACHE_LOCAL] += 1
+    dst = cpu_nid
+    if not should_numa_migrate_memory(s, p, head, dst, nr, now_ms(clock)):
+        return cost
+    if dst == nid:
+        return cost
+    if not migrate_balanced_pgdat(s, dst, nr):
+        wakeup_kswapd(s, p, dst, clock)
+        return cost
+    if not (s.flags[head] & PG_LRU):
+        return cost   # still in an lru_add batch: folio_isolate_lru() fails
+    lruvec_del_folio(s, head)
+    s.flags[head] |= PG_ISOLATED
+    s.nr_isolated[nid] += nr
+    if np.int64(p[P_PAGECACHE_PROMOTION_ORDER]) == PROMO_ORDER_ADD:
+        list_add(s, promo_sentinel(s, task), head)
+    else:
+        list_add_tail(s, promo_sentinel(s, task), head)
+    s.promo_count[task] += nr
+    return cost
+
+
+@jit
+def task_numa_promotion_work(s, p, task, cpu_nid, clock):
+    """Task work at return to user: migrate_misplaced_folio_batch(promo_list, this node).
+    Returns the cost in ns (0 when nothing was queued)."""
+    sent = promo_sentinel(s, task)
+    if s.next[sent] == sent:
+        s.promo_count[task] = 0
+        return 0.0
+    cost = p[P_TASK_WORK_NS]
+    dst = cpu_nid
+    nr_folios = 0
+    while s.next[sent] != sent:
+        x = s.next[sent]
+        list_del(s, x)
+        nr = folio_nr_pages(s, x)
+        src = s.node[x]
+        s.nr_isolated[src] -= nr
+        nr_folios += 1
+        if zone_watermark_ok(s, dst, nr, WMARK_MIN):
+            cost += move_isolated_folio(s, p, x, dst, clock + np.int64(cost))
+            s.counters[dst, NUMA_PAGES_MIGRATED] += nr
+            s.counters[dst, PGPROMOTE_SUCCESS] += nr
+        else:
+            s.flags[x] &= ~PG_ISOLATED
+            lruvec_add_folio(s, x)
+            s.counters[src, PGMIGRATE_FAIL] += nr
+            s.counters[src, PROMOTE_PUTBACK_PAGES] += nr
+    cost += batch_cost(p, nr_folios)
+    s.promo_count[task] = 0
+    return cost

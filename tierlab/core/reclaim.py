@@ -1,0 +1,331 @@
+"""Reclaim: kswapd and direct reclaim over the classic LRU, with demotion instead of eviction.
+
+Models mm/vmscan.c: balance_pgdat()/kswapd (wake below LOW, work until pgdat_balanced(): HIGH, or
+PROMO in tiering mode), get_scan_count() (anon/file split), shrink_active_list(),
+shrink_inactive_list(), folio_check_references(), shrink_folio_list() with its demotion pass
+(can_demote(), demote_folio_list(), next_demotion_node() from mm/memory-tiers.c), and the
+workingset shadow left by eviction (mm/workingset.c).
+
+The unit of work is one SWAP_CLUSTER_MAX batch: `reclaim_batch` ages the active lists if their
+inactive list is low (or new refault activations were seen), picks the inactive list to scan, and
+shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its own clock, so
+allocation and reclaim race in virtual time as they do on a real machine; direct reclaim runs
+batches on the allocating task's clock until 32 pages are reclaimed.
+
+Simplifications, and why:
+- No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
+  pass falls short; here each batch scans the 32 oldest folios of the chosen list, which keeps the
+  same order of victims and differs only in how scanning is spread over passes.
+- get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
+  batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
+- Dirty file folios are written back and reclaimed in the same pass (the kernel tags them
+  PG_reclaim and reclaims them after the flusher); the write-back is charged as pgpgout + I/O.
+- kswapd does not compete with tasks for CPUs (an idle CPU is assumed for it).
+"""
+from __future__ import annotations
+
+import numpy as np
+from ._jit import jit
+
+from .cost import note_bytes
+from .lru import (
+    can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, workingset_eviction,
+)
+from .migrate import batch_cost, move_isolated_folio
+from .page_alloc import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
+from .params import (
+    P_DEMOTION_ENABLED, P_IO_SEQ_4K_NS, P_RECLAIM_FREE_NS, P_RECLAIM_SCAN_NS, P_SWAP_OUT_4K_NS,
+    P_SWAPPINESS,
+)
+from .state import (
+    F2_ANON, F2_MAPPED, F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
+    LRU_INACTIVE_FILE, MISC_SWAP_USED, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_LRU, PG_PROTNONE,
+    PG_REFERENCED, PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel,
+    rng_next,
+)
+from .vmstat import (
+    PGACTIVATE, PGDEACTIVATE, PGDEMOTE_DIRECT, PGDEMOTE_KSWAPD, PGPGOUT, PGREFILL, PGSCAN_ANON,
+    PGSCAN_DIRECT, PGSCAN_FILE, PGSCAN_KSWAPD, PGSTEAL_ANON, PGSTEAL_DIRECT, PGSTEAL_FILE,
+    PGSTEAL_KSWAPD, PSWPOUT, WORKINGSET_ACTIVATE_ANON, WORKINGSET_ACTIVATE_FILE,
+    PGMIGRATE_FAIL,
+)
+
+SWAP_CLUSTER_MAX = 32
+MAX_RECLAIM_RETRIES = 16
+
+# folio_check_references() verdicts
+FOLIOREF_RECLAIM = 0
+FOLIOREF_RECLAIM_CLEAN = 1
+FOLIOREF_KEEP = 2
+FOLIOREF_ACTIVATE = 3
+
+
+@jit
+def next_demotion_node(s, nid):
+    """A random node among the preferred targets in the next lower tier, or -1 (memory-tiers.c)."""
+    k = 0
+    while k < s.demote_target.shape[1] and s.demote_target[nid, k] >= 0:
+        k += 1
+    if k == 0:
+        return -1
+    return s.demote_target[nid, np.int64(rng_next(s) % np.uint64(k))]
+
+
+@jit
+def can_demote(s, p, nid):
+    return p[P_DEMOTION_ENABLED] != 0 and s.demote_target[nid, 0] >= 0
+
+
+@jit
+def can_reclaim_anon(s, p, nid):
+    """Anon is reclaimable with free swap, or without swap when the node can demote."""
+    return can_swap(s, p) or can_demote(s, p, nid)
+
+
+@jit
+def shrink_active_list(s, p, nid, lru, nr_to_scan):
+    """Deactivate up to nr_to_scan folios from the tail of an active list. folio_referenced() clears
+    the young bits it finds; only executable file folios would stay active, and tierlab has none,
+    so every scanned folio moves to the inactive list with PG_workingset set. Returns the cost."""
+    head = lru_sentinel(s, nid, lru)
+    scanned = 0
+    cost = 0.0
+    while scanned < nr_to_scan and s.prev[head] != head:
+        x = s.prev[head]
+        lruvec_del_folio(s, x)
+        nr = folio_nr_pages(s, x)
+        scanned += nr
+        s.flags[x] &= ~(PG_ACTIVE | PG_YOUNG)
+        s.flags[x] |= PG_WORKINGSET
+        lruvec_add_folio(s, x)
+        s.counters[nid, PGDEACTIVATE] += nr
+        cost += p[P_RECLAIM_SCAN_NS]
+    s.counters[nid, PGREFILL] += scanned
+    return cost
+
+
+@jit
+def folio_check_references(s, x):
+    """Young PTEs found (and cleared) plus PG_referenced decide: activate, keep, or reclaim."""
+    f = s.flags[x]
+    young = (f & PG_YOUNG) != 0 and (s.flags2[x] & F2_MAPPED) != 0
+    ref = (f & PG_REFERENCED) != 0
+    f &= ~(PG_YOUNG | PG_REFERENCED)
+    if young:
+        f |= PG_REFERENCED
+        s.flags[x] = f
+        if ref:
+            return FOLIOREF_ACTIVATE
+        return FOLIOREF_KEEP
+    s.flags[x] = f
+    if ref and not (s.flags2[x] & F2_ANON):
+        return FOLIOREF_RECLAIM_CLEAN
+    return FOLIOREF_RECLAIM
+
+
+@jit
+def reclaim_folio(s, p, nid, x):
+    """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry.
+    Returns (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
+    nr = folio_nr_pages(s, x)
+    cost = p[P_RECLAIM_FREE_NS]
+    if s.flags2[x] & F2_ANON:
+        if not can_swap(s, p):
+            return 0, 0.0
+        s.misc[MISC_SWAP_USED] += nr
+        s.counters[nid, PSWPOUT] += nr
+        cost += p[P_SWAP_OUT_4K_NS] * nr
+    elif s.flags[x] & PG_DIRTY:
+        s.counters[nid, PGPGOUT] += nr * 4
+        cost += p[P_IO_SEQ_4K_NS] * nr
+    workingset_eviction(s, x)
+    s.flags[x] &= PG_WORKINGSET   # the shadow keeps the workingset bit; the rest goes with the folio
+    s.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
+    free_folio(s, x)
+    return nr, cost
+
+
+@jit
+def demote_folio(s, p, nid, x, now):
+    """Migrate one isolated folio to a lower tier (alloc_demote_folio: no direct reclaim, may wake
+    the target's kswapd, succeeds while the target stays above its MIN watermark). Tries the
+    preferred target, then any lower node. Returns (pages demoted, cost)."""
+    nr = folio_nr_pages(s, x)
+    dst = next_demotion_node(s, nid)
+    if dst < 0:
+        return 0, 0.0
+    if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
+        wakeup_kswapd(s, p, dst, now)
+        dst = -1
+        for cand in range(s.tier.shape[0]):
+            if s.tier[cand] > s.tier[nid] and zone_watermark_ok(s, cand, nr, WMARK_MIN):
+                dst = cand
+                break
+        if dst < 0:
+            s.counters[nid, PGMIGRATE_FAIL] += nr
+            return 0, 0.0
+    elif s.free[dst] - nr < s.wmark[dst, 1]:
+        wakeup_kswapd(s, p, dst, now)
+    s.flags[x] |= PG_ISOLATED
+    return nr, move_isolated_folio(s, p, x, dst, now)
+
+
+@jit
+def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
+    """Isolate up to nr_to_scan folios from the tail of an inactive list and run shrink_folio_list on
+    them: check references, demote what can be demoted (counted as reclaimed), evict the rest.
+    Returns (pages reclaimed, cost)."""
+    head = lru_sentinel(s, nid, lru)
+    n = 0
+    scanned = 0
+    while scanned < nr_to_scan and s.prev[head] != head:
+        x = s.prev[head]
+        lruvec_del_folio(s, x)
+        s.nr_isolated[nid] += folio_nr_pages(s, x)
+        scanned += folio_nr_pages(s, x)
+        scratch[n] = x
+        n += 1
+    file = lru == LRU_INACTIVE_FILE
+    s.counters[nid, PGSCAN_KSWAPD if kswapd else PGSCAN_DIRECT] += scanned
+    s.counters[nid, PGSCAN_FILE if file else PGSCAN_ANON] += scanned
+    cost = p[P_RECLAIM_SCAN_NS] * n
+    demote = can_demote(s, p, nid)
+    reclaimed = 0
+    demoted = 0
+    nr_demote_folios = 0
+    for i in range(n):
+        x = scratch[i]
+        nr = folio_nr_pages(s, x)
+        s.nr_isolated[nid] -= nr
+        verdict = folio_check_references(s, x)
+        if verdict == FOLIOREF_ACTIVATE:
+            s.flags[x] |= PG_ACTIVE
+            s.counters[nid, PGACTIVATE] += nr
+            lruvec_add_folio(s, x)
+            continue
+        if verdict == FOLIOREF_KEEP:
+            lruvec_add_folio(s, x)
+            continue
+        if demote:
+            # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
+            got, c = demote_folio(s, p, nid, x, now)
+            cost += c
+            if got > 0:
+                demoted += got
+                reclaimed += got
+                nr_demote_folios += 1
+                continue
+        got, c = reclaim_folio(s, p, nid, x)
+        cost += c
+        if got == 0:
+            # anon without swap space: add_to_swap() fails and the folio is activated
+            s.flags[x] |= PG_ACTIVE
+            s.counters[nid, PGACTIVATE] += nr
+            lruvec_add_folio(s, x)
+            continue
+        reclaimed += got
+    cost += batch_cost(p, nr_demote_folios)
+    s.counters[nid, PGSTEAL_KSWAPD if kswapd else PGSTEAL_DIRECT] += reclaimed
+    s.counters[nid, PGSTEAL_FILE if file else PGSTEAL_ANON] += reclaimed
+    s.counters[nid, PGDEMOTE_KSWAPD if kswapd else PGDEMOTE_DIRECT] += demoted
+    return reclaimed, cost
+
+
+@jit
+def reclaim_batch(s, p, nid, kswapd, now, scratch):
+    """One SWAP_CLUSTER_MAX step of shrink_lruvec(): age active lists that need it, then shrink the
+    inactive list get_scan_count() picks. Returns (pages reclaimed, pages scanned, cost)."""
+    cost = 0.0
+    anon_ok = can_reclaim_anon(s, p, nid)
+    # may_deactivate: inactive list low, or refault activations since the last pass
+    act_anon = s.counters[nid, WORKINGSET_ACTIVATE_ANON]
+    act_file = s.counters[nid, WORKINGSET_ACTIVATE_FILE]
+    deact_file = inactive_is_low(s, nid, True) or act_file != s.refault_snap[nid, 1]
+    deact_anon = anon_ok and (inactive_is_low(s, nid, False) or act_anon != s.refault_snap[nid, 0])
+    s.refault_snap[nid, 0] = act_anon
+    s.refault_snap[nid, 1] = act_file
+    if deact_file:
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX)
+
+    inact_file = s.lru_size[nid, LRU_INACTIVE_FILE]
+    inact_anon = s.lru_size[nid, LRU_INACTIVE_ANON]
+    file_total = inact_file + s.lru_size[nid, LRU_ACTIVE_FILE]
+    anon_total = inact_anon + s.lru_size[nid, LRU_ACTIVE_ANON]
+    if not anon_ok or anon_total == 0:
+        scan_file = True
+    elif file_total == 0:
+        scan_file = False
+    elif inact_file > 0 and not deact_file:
+        scan_file = True                                   # cache_trim_mode
+    elif file_total + s.free[nid] <= s.wmark[nid, WMARK_HIGH]:
+        scan_file = False                                  # file is tiny: go for anon
+    else:
+        sw = p[P_SWAPPINESS]
+        s.scan_acc[nid] += sw
+        if s.scan_acc[nid] >= 200.0:
+            s.scan_acc[nid] -= 200.0
+            scan_file = False
+        else:
+            scan_file = True
+
+    reclaimed = 0
+    scanned = 0
+    for attempt in range(2):
+        lru = LRU_INACTIVE_FILE if scan_file else LRU_INACTIVE_ANON
+        before = s.lru_size[nid, lru]
+        if before > 0:
+            r, c = shrink_inactive_list(s, p, nid, lru, SWAP_CLUSTER_MAX, kswapd, now, scratch)
+            reclaimed += r
+            scanned += min(before, SWAP_CLUSTER_MAX)
+            cost += c
+        if scanned > 0 or not anon_ok:
+            break
+        scan_file = not scan_file
+
+    if anon_ok and (deact_anon or inactive_is_low(s, nid, False)):
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX)
+    elif scanned == 0 and s.lru_size[nid, LRU_ACTIVE_FILE] > 0:
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX)
+        scanned += 1
+    return reclaimed, scanned, cost
+
+
+@jit
+def kswapd_step(s, p, nid, scratch):
+    """One step of balance_pgdat() on kswapd's own clock; kswapd sleeps once the node is balanced
+    or it made no progress MAX_RECLAIM_RETRIES times in a row."""
+    now = s.kswapd_clock[nid]
+    if pgdat_balanced(s, p, nid):
+        s.kswapd_awake[nid] = 0
+        return
+    reclaimed, scanned, cost = reclaim_batch(s, p, nid, True, now, scratch)
+    if reclaimed > 0:
+        s.kswapd_failures[nid] = 0
+    else:
+        s.kswapd_failures[nid] += 1
+    if s.kswapd_failures[nid] >= MAX_RECLAIM_RETRIES:
+        s.kswapd_awake[nid] = 0
+    s.kswapd_clock[nid] = now + np.int64(max(cost, 100.0))
+    if pgdat_balanced(s, p, nid):
+        s.kswapd_awake[nid] = 0
+
+
+@jit
+def direct_reclaim(s, p, cands, n, now, scratch):
+    """try_to_free_pages(): shrink the zonelist's nodes in order until SWAP_CLUSTER_MAX pages are
+    reclaimed or nothing more can be. Returns (pages reclaimed, cost)."""
+    total = 0
+    cost = 0.0
+    for i in range(n):
+        nid = cands[i]
+        for _ in range(4):
+            r, sc, c = reclaim_batch(s, p, nid, False, now + np.int64(cost), scratch)
+            total += r
+            cost += c
+            if total >= SWAP_CLUSTER_MAX or sc == 0:
+                break
+        if r > 0:
+            s.kswapd_failures[nid] = 0
+        if total >= SWAP_CLUSTER_MAX:
+            break
+    return total, cost

@@ -1,0 +1,147 @@
+"""Kernel knobs: sysctls, sysfs and debugfs settings with the kernel's names and defaults.
+
+`Kernel(numa_balancing=2, demotion_enabled=1)` validates every name and value; unknown names and
+out-of-range values raise ConfigError naming the knob and what is accepted. `python -m tierlab list
+knobs` prints this table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+from .units import parse_size
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    default: float | None      # None: computed from the machine (min_free_kbytes)
+    unit: str
+    lo: float
+    hi: float
+    where: str
+    models: str
+    choices: dict | None = None  # enum knobs: name -> value
+
+    def parse(self, value) -> float:
+        if self.choices is not None and isinstance(value, str) and not _is_number(value):
+            key = value.strip().lower()
+            if key not in self.choices:
+                raise ConfigError(f"{self.name}: {value!r} is not accepted; accepted: "
+                                  f"{', '.join(f'{k} ({v})' for k, v in self.choices.items())}")
+            return float(self.choices[key])
+        if self.unit == "pages" and isinstance(value, str) and not _is_number(value):
+            v = parse_size(value, self.name) // 4096
+        else:
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.name}: expected a number in [{_fmt(self.lo)}, {_fmt(self.hi)}], "
+                                  f"got {value!r}") from None
+        if not (self.lo <= v <= self.hi):
+            raise ConfigError(f"{self.name}: {value!r} is out of range; accepted: {_fmt(self.lo)} .. {_fmt(self.hi)}"
+                              + (f" or one of {', '.join(self.choices)}" if self.choices else ""))
+        if self.choices is not None and v not in self.choices.values():
+            raise ConfigError(f"{self.name}: {value!r} is not accepted; accepted: "
+                              f"{', '.join(f'{k} ({v})' for k, v in self.choices.items())}")
+        return v
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+KNOBS: dict[str, Knob] = {k.name: k for k in (
+    Knob("numa_balancing", 0, "bitmask", 0, 3, "/proc/sys/kernel/numa_balancing",
+         "NUMA balancing mode: bit0 NORMAL, bit1 MEMORY_TIERING (2 = tiering only, 3 = both)"),
+    Knob("demotion_enabled", 0, "bool", 0, 1, "/sys/kernel/mm/numa/demotion_enabled",
+         "reclaim migrates folios to the next lower tier instead of evicting them"),
+    Knob("watermark_scale_factor", 10, "1/10000", 1, 3000, "/proc/sys/vm/watermark_scale_factor",
+         "gap between min/low/high/promo watermarks as a fraction of the node"),
+    Knob("min_free_kbytes", None, "KiB", 128, 2**40, "/proc/sys/vm/min_free_kbytes",
+         "reserve that sets WMARK_MIN; default sqrt(16 * memory KiB) clamped to [128, 262144]"),
+    Knob("swappiness", 60, "", 0, 200, "/proc/sys/vm/swappiness",
+         "anon vs file reclaim balance (anon share = swappiness / 200)"),
+    Knob("swap_size", 0, "pages", 0, 2**40, "swapon",
+         "swap space in pages (or a size such as 8GiB); 0 = no swap device"),
+    Knob("hot_threshold_ms", 1000, "ms", 1, 2**31, "/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms",
+         "hint-fault latency below which a slow-tier folio is hot (tiering mode)"),
+    Knob("promote_rate_limit_MBps", 65536, "MB/s", 0, 2**31, "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps",
+         "promotion rate limit per destination node; the page-cache RFC v3 also caps each task's list at this many pages"),
+    Knob("scan_period_max_ms", 60000, "ms", 1, 2**31, "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms",
+         "maximum scan period; also the hot-threshold adjustment period"),
+    Knob("pagecache_promotion_enabled", 0, "bool", 0, 1, "/sys/kernel/mm/numa/pagecache_promotion_enabled",
+         "RFC (Gregory Price, v3): promote unmapped page cache from folio_mark_accessed"),
+    Knob("pagecache_promotion_cap", 0, "enum", 0, 1, "RFC version",
+         "rate_limit (v3: per-task list capped at promote_rate_limit_MBps pages per syscall) or unlimited (v1/v2)",
+         choices={"rate_limit": 0, "unlimited": 1}),
+    Knob("pagecache_promotion_order", 0, "enum", 0, 1, "RFC version",
+         "add_tail (v3: promote in access order) or add (earlier: reverse order)",
+         choices={"add_tail": 0, "add": 1}),
+    Knob("lru_batch_size", 31, "folios", 1, 31, "PAGEVEC_SIZE / folio_batch",
+         "per-CPU lru_add batch size (15 before 6.8, 31 after)"),
+    Knob("access_time_bits", 21, "bits", 12, 32, "LAST_CPUPID_SHIFT",
+         "width of the folio access-time field used for hint-fault latency (21 with NR_CPUS=8192)"),
+)}
+
+
+class Kernel:
+    """Kernel settings. Unset knobs take the kernel's default."""
+
+    def __init__(self, **values):
+        self._values: dict[str, float] = {}
+        for k, v in values.items():
+            self.set(k, v)
+
+    def set(self, name: str, value) -> "Kernel":
+        knob = KNOBS.get(name)
+        if knob is None:
+            raise ConfigError(f"unknown knob {name!r}; accepted knobs: {', '.join(KNOBS)}")
+        self._values[name] = knob.parse(value)
+        return self
+
+    def get(self, name: str, machine_pages: int | None = None) -> float:
+        if name not in KNOBS:
+            raise ConfigError(f"unknown knob {name!r}; accepted knobs: {', '.join(KNOBS)}")
+        if name in self._values:
+            return self._values[name]
+        if KNOBS[name].default is None:
+            from .core.page_alloc import default_min_free_kbytes
+            return float(default_min_free_kbytes(machine_pages or 0))
+        return float(KNOBS[name].default)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.get(name)
+        except ConfigError as e:
+            raise AttributeError(str(e)) from None
+
+    def replace(self, **values) -> "Kernel":
+        k = Kernel()
+        k._values = dict(self._values)
+        for n, v in values.items():
+            k.set(n, v)
+        return k
+
+    def to_dict(self) -> dict:
+        return dict(self._values)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Kernel":
+        return cls(**d)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Kernel) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"Kernel({', '.join(f'{k}={v:g}' for k, v in self._values.items())})"

@@ -1,0 +1,208 @@
+"""Machines: NUMA nodes with capacity, tier, CPUs and access costs, loaded from TOML presets.
+
+A preset is a TOML file (see tierlab/machines/*.toml and docs/machines.md); `Machine.load(name or
+path)` reads one. Tiers follow mm/memory-tiers.c: a node's tier is its abstract distance >> 7
+(MEMTIER_CHUNK_BITS); the top tier is the fastest tier that has a node with CPUs, and every node at
+or above it is top tier (node_is_toptier()). Demotion targets are the nodes of the next lower tier
+that has nodes, at the smallest SLIT distance (establish_demotion_targets()).
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ConfigError
+from .units import PAGE_SIZE, parse_size
+
+PRESET_DIR = Path(__file__).parent / "machines"
+MEMTIER_CHUNK_BITS = 7
+
+_NODE_KEYS = {
+    "name": "node name",
+    "capacity": "memory size, e.g. '768GB' or '1GiB'",
+    "cpus": "CPUs on the node (0 for a CPU-less CXL node)",
+    "adistance": "memory-tier abstract distance (DRAM 576, dax/kmem CXL default 2880)",
+    "seq_4k_ns": "ns to copy a 4 KiB page from this node into a local buffer, one stream, unloaded",
+    "rand_line_ns": "ns idle latency of a random cache-line read",
+    "write_line_ns": "ns cost of a random cache-line store",
+    "bandwidth_GBps": "peak read bandwidth of the node, GB/s",
+}
+_MACHINE_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources"}
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    capacity_bytes: int
+    cpus: int
+    adistance: int
+    seq_4k_ns: float
+    rand_line_ns: float
+    write_line_ns: float
+    bandwidth_GBps: float
+
+    @property
+    def capacity_pages(self) -> int:
+        return self.capacity_bytes // PAGE_SIZE
+
+    @property
+    def memtier(self) -> int:
+        return self.adistance >> MEMTIER_CHUNK_BITS
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    nodes: tuple[Node, ...]
+    distance: tuple[tuple[int, ...], ...]
+    loaded_latency_c: float = 0.1
+    description: str = ""
+    source: str = ""
+    sources: dict = field(default_factory=dict, compare=False)
+    path: str = ""
+
+    # ---- construction -----------------------------------------------------------------------
+    @classmethod
+    def load(cls, name_or_path: str) -> "Machine":
+        """A preset by name (`list machines`) or a TOML file path."""
+        p = Path(name_or_path)
+        if p.suffix == ".toml" or p.exists():
+            if not p.exists():
+                raise ConfigError(f"machine: file {name_or_path!r} does not exist")
+            return cls.from_toml(p)
+        preset = PRESET_DIR / f"{name_or_path}.toml"
+        if not preset.exists():
+            raise ConfigError(f"machine: unknown machine {name_or_path!r}; accepted: {', '.join(presets())} "
+                              f"or a path to a .toml file")
+        return cls.from_toml(preset)
+
+    @classmethod
+    def from_toml(cls, path: Path | str) -> "Machine":
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        return cls.from_dict(data, where=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "machine") -> "Machine":
+        unknown = set(data) - _MACHINE_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; accepted: {', '.join(sorted(_MACHINE_KEYS))}")
+        raw_nodes = data.get("nodes")
+        if not raw_nodes:
+            raise ConfigError(f"{where}: needs at least one [[nodes]] table")
+        nodes = []
+        for i, rn in enumerate(raw_nodes):
+            bad = set(rn) - set(_NODE_KEYS)
+            if bad:
+                raise ConfigError(f"{where}: nodes[{i}]: unknown key {sorted(bad)[0]!r}; accepted: {', '.join(_NODE_KEYS)}")
+            missing = [k for k in _NODE_KEYS if k not in rn]
+            if missing:
+                raise ConfigError(f"{where}: nodes[{i}]: missing {missing[0]!r} ({_NODE_KEYS[missing[0]]})")
+            node = Node(
+                name=str(rn["name"]),
+                capacity_bytes=parse_size(rn["capacity"], f"{where}: nodes[{i}].capacity"),
+                cpus=int(rn["cpus"]),
+                adistance=int(rn["adistance"]),
+                seq_4k_ns=float(rn["seq_4k_ns"]),
+                rand_line_ns=float(rn["rand_line_ns"]),
+                write_line_ns=float(rn["write_line_ns"]),
+                bandwidth_GBps=float(rn["bandwidth_GBps"]),
+            )
+            for k in ("seq_4k_ns", "rand_line_ns", "write_line_ns", "bandwidth_GBps"):
+                if getattr(node, k) <= 0:
+                    raise ConfigError(f"{where}: nodes[{i}].{k} must be > 0, got {getattr(node, k)}")
+            if node.cpus < 0 or node.capacity_bytes < PAGE_SIZE:
+                raise ConfigError(f"{where}: nodes[{i}]: cpus must be >= 0 and capacity >= 4KiB")
+            nodes.append(node)
+        n = len(nodes)
+        dist = data.get("distance") or [[10 if i == j else 20 for j in range(n)] for i in range(n)]
+        if len(dist) != n or any(len(row) != n for row in dist):
+            raise ConfigError(f"{where}: distance must be a {n}x{n} matrix (one row per node)")
+        if not any(nd.cpus > 0 for nd in nodes):
+            raise ConfigError(f"{where}: at least one node needs cpus > 0")
+        c = float(data.get("loaded_latency_c", 0.1))
+        if c < 0:
+            raise ConfigError(f"{where}: loaded_latency_c must be >= 0")
+        return cls(name=str(data.get("name", Path(where).stem)), nodes=tuple(nodes),
+                   distance=tuple(tuple(int(x) for x in row) for row in dist), loaded_latency_c=c,
+                   description=str(data.get("description", "")), source=str(data.get("source", "")),
+                   sources=dict(data.get("sources", {})), path=where)
+
+    # ---- derived --------------------------------------------------------------------------
+    def scaled(self, factor: float) -> "Machine":
+        """Every capacity divided by `factor` (run a seed experiment small)."""
+        if factor <= 0:
+            raise ConfigError(f"scale: must be > 0, got {factor}")
+        if factor == 1:
+            return self
+        nodes = tuple(dataclasses.replace(nd, capacity_bytes=max(PAGE_SIZE * 64, int(nd.capacity_bytes / factor)))
+                      for nd in self.nodes)
+        return dataclasses.replace(self, nodes=nodes)
+
+    def with_costs(self, **per_node: list[float]) -> "Machine":
+        """A copy with some per-node cost fields replaced, e.g. seq_4k_ns=[226.0, 290.6]."""
+        nodes = list(self.nodes)
+        for key, values in per_node.items():
+            for i, v in enumerate(values):
+                if v is not None:
+                    nodes[i] = dataclasses.replace(nodes[i], **{key: float(v)})
+        return dataclasses.replace(self, nodes=tuple(nodes))
+
+    @property
+    def nr_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def nr_cpus(self) -> int:
+        return sum(nd.cpus for nd in self.nodes)
+
+    def top_tier_mask(self) -> list[bool]:
+        tiers_with_cpus = [nd.memtier for nd in self.nodes if nd.cpus > 0]
+        top = min(tiers_with_cpus)
+        return [nd.memtier <= top for nd in self.nodes]
+
+    def tier_index(self) -> list[int]:
+        """0 for top-tier nodes, then 1, 2, ... for each lower tier that has nodes."""
+        top = self.top_tier_mask()
+        lower = sorted({nd.memtier for nd, t in zip(self.nodes, top) if not t})
+        return [0 if t else 1 + lower.index(nd.memtier) for nd, t in zip(self.nodes, top)]
+
+    def zonelists(self) -> list[list[int]]:
+        """Each node's fallback order: by SLIT distance, ties by node id (build_zonelists)."""
+        n = self.nr_nodes
+        return [sorted(range(n), key=lambda j: (self.distance[i][j], j)) for i in range(n)]
+
+    def demotion_targets(self) -> list[list[int]]:
+        """Preferred demotion targets: nodes of the next lower tier with nodes, at minimum distance."""
+        tiers = self.tier_index()
+        out = []
+        for i in range(self.nr_nodes):
+            lower = sorted({t for t in tiers if t > tiers[i]})
+            if not lower:
+                out.append([])
+                continue
+            cand = [j for j in range(self.nr_nodes) if tiers[j] == lower[0]]
+            dmin = min(self.distance[i][j] for j in cand)
+            out.append([j for j in cand if self.distance[i][j] == dmin])
+        return out
+
+    def cpu_nodes(self) -> list[int]:
+        return [i for i, nd in enumerate(self.nodes) for _ in range(nd.cpus)]
+
+    def describe(self) -> str:
+        rows = [f"{self.name}: {self.description}"]
+        top = self.top_tier_mask()
+        for i, nd in enumerate(self.nodes):
+            rows.append(f"  node{i} {nd.name:8s} {nd.capacity_bytes / 2**30:9.2f} GiB  cpus={nd.cpus:<4d} "
+                        f"tier={'top' if top[i] else 'lower'} seq_4k={nd.seq_4k_ns}ns line={nd.rand_line_ns}ns "
+                        f"bw={nd.bandwidth_GBps}GB/s")
+        return "\n".join(rows)
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))

@@ -1,0 +1,175 @@
+"""The workload interface: regions of memory, tasks, and a stream of access chunks.
+
+A workload declares its memory as regions (a file's page cache or an anonymous mapping, each with a
+memory policy) and yields chunks of accesses. A chunk is CSR-shaped per task: `offsets[T+1]`,
+`pages[n]` (int64, global page ids = region base + page index), `ops[n]` (uint8, see
+tierlab.core.engine OP_*). Generators are vectorised numpy; nothing is a Python object per access.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Iterator
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..units import PAGE_SIZE, parse_size
+
+CHUNK_ACCESSES = 1 << 22   # accesses per chunk: ~40 MB of arrays, amortises the call into numba
+
+POLICIES = ("default", "bind", "preferred", "interleave")
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    kind: str                 # "anon" or "file"
+    pages: int
+    policy: str = "default"   # default (local), bind, preferred, interleave
+    nodes: tuple[int, ...] = ()
+    order: int = 0            # folio order used on faults
+
+    def __post_init__(self):
+        if self.kind not in ("anon", "file"):
+            raise ConfigError(f"region {self.name}: kind must be anon or file, got {self.kind!r}")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"region {self.name}: policy must be one of {', '.join(POLICIES)}")
+        if self.policy != "default" and not self.nodes:
+            raise ConfigError(f"region {self.name}: policy {self.policy} needs nodes")
+
+
+@dataclass
+class Chunk:
+    offsets: np.ndarray   # int64[T+1]
+    pages: np.ndarray     # int64[n]
+    ops: np.ndarray       # uint8[n]
+
+
+@dataclass(frozen=True)
+class Param:
+    default: object
+    parse: Callable
+    help: str
+    scaled: bool = False   # divided by --scale
+
+
+def size_param(default: str, help: str, scaled: bool = True) -> Param:
+    return Param(default, parse_size, help, scaled)
+
+
+def int_param(default: int, help: str, lo: int = 0, scaled: bool = False) -> Param:
+    def parse(v, key="value", _lo=lo):
+        try:
+            x = int(float(v))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected an integer >= {_lo}, got {v!r}") from None
+        if x < _lo:
+            raise ConfigError(f"{key}: must be >= {_lo}, got {v!r}")
+        return x
+    return Param(default, parse, help, scaled)
+
+
+def float_param(default: float, help: str, lo: float = 0.0, hi: float = float("inf")) -> Param:
+    def parse(v, key="value"):
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number in [{lo}, {hi}], got {v!r}") from None
+        if not lo <= x <= hi:
+            raise ConfigError(f"{key}: must be in [{lo}, {hi}], got {v!r}")
+        return x
+    return Param(default, parse, help)
+
+
+def choice_param(default: str, choices: tuple[str, ...], help: str) -> Param:
+    def parse(v, key="value"):
+        if str(v) not in choices:
+            raise ConfigError(f"{key}: {v!r} is not accepted; accepted: {', '.join(choices)}")
+        return str(v)
+    return Param(default, parse, help)
+
+
+def policy_param(default: str, help: str) -> Param:
+    """A memory policy: 'default', 'bind:1', 'preferred:0', 'interleave:0,1'."""
+    def parse(v, key="value"):
+        s = str(v)
+        name, _, nodes = s.partition(":")
+        if name not in POLICIES or (name != "default" and not nodes) or (name == "default" and nodes):
+            raise ConfigError(f"{key}: {v!r} is not a memory policy; accepted: default, bind:N[,M..], "
+                              f"preferred:N, interleave:N,M[,..]")
+        try:
+            ids = tuple(int(x) for x in nodes.split(",")) if nodes else ()
+        except ValueError:
+            raise ConfigError(f"{key}: bad node list in {v!r}") from None
+        return (name, ids)
+    return Param(default, parse, help)
+
+
+class Workload:
+    """Base class. Subclasses set `name`, `description`, `params` and implement regions()/chunks()."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    params: ClassVar[dict[str, Param]] = {}
+
+    def __init__(self, scale: float = 1.0, **values):
+        unknown = set(values) - set(self.params)
+        if unknown:
+            k = sorted(unknown)[0]
+            raise ConfigError(f"workload {self.name}: unknown param {k!r}; accepted: {', '.join(self.params)}")
+        self.values = {}
+        self.raw = dict(values)
+        for k, spec in self.params.items():
+            v = spec.parse(values.get(k, spec.default), key=k) if _takes_key(spec.parse) else spec.parse(values.get(k, spec.default))
+            if spec.scaled and scale != 1:
+                v = max(PAGE_SIZE, int(v / scale))
+            self.values[k] = v
+        self.scale = scale
+        self.validate()
+
+    def __getattr__(self, name):
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+    def validate(self) -> None:
+        """Cross-parameter checks (raise ConfigError)."""
+
+    # --- to implement -----------------------------------------------------------------------
+    @property
+    def nr_tasks(self) -> int:
+        return 1
+
+    def regions(self) -> list[Region]:
+        raise NotImplementedError
+
+    def chunks(self, seed: int) -> Iterator[Chunk]:
+        raise NotImplementedError
+
+    def nr_marks(self) -> int:
+        """MARK ops per task (cycle boundaries), to size the marks array."""
+        return 0
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.values.items())
+
+
+def _takes_key(fn) -> bool:
+    import inspect
+    try:
+        return "key" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def region_bases(regions: list[Region]) -> list[int]:
+    bases, acc = [], 0
+    for r in regions:
+        bases.append(acc)
+        acc += r.pages
+    return bases
+
+
+def single_task_chunk(pages: np.ndarray, ops: np.ndarray) -> Chunk:
+    return Chunk(np.array([0, pages.shape[0]], dtype=np.int64), pages, ops)

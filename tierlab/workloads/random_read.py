@@ -1,0 +1,111 @@
+"""`random-read`: uniform or zipf 4 KiB reads over a file (fio-like) or an anonymous region.
+
+Each task issues `accesses` reads of one 4 KiB page chosen uniformly or by a zipf law (rank r has
+weight r**-zipf_theta, ranks scattered over the region by a fixed permutation). Over a file with
+io=read each access is a pread() of one page (READ op, ends the system call); with io=mmap it is a
+4 KiB load through the mapping; over an anon region (target=anon) it is a 4 KiB load (the region is
+first written once, untimed by a MARK, so the loads find populated memory). `prefault=1` reads the
+file once sequentially first (warm page cache, as after fio's lay-out), ending with a MARK.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from ..core.engine import OP_LOAD, OP_MARK, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
+from ..errors import ConfigError
+from ..units import PAGE_SIZE
+from .base import (
+    CHUNK_ACCESSES, Chunk, Region, Workload, choice_param, float_param, int_param, policy_param,
+    size_param,
+)
+
+
+class RandomRead(Workload):
+    name = "random-read"
+    description = "uniform or zipf 4 KiB random reads over a file (read() or mmap) or an anon region"
+    params = {
+        "file_size": size_param("1GiB", "size of the file or anon region (shared by all tasks)"),
+        "accesses": int_param(1_000_000, "reads per task", lo=1),
+        "tasks": int_param(1, "concurrent tasks", lo=1),
+        "dist": choice_param("uniform", ("uniform", "zipf"), "access distribution"),
+        "zipf_theta": float_param(0.99, "zipf exponent (dist=zipf)", lo=0.0, hi=5.0),
+        "target": choice_param("file", ("file", "anon"), "what is read"),
+        "io": choice_param("read", ("read", "mmap"), "file access: read() calls or loads through mmap"),
+        "policy": policy_param("default", "memory policy of the region, e.g. bind:1"),
+        "prefault": int_param(0, "1: populate the region sequentially first (untimed, ends with a MARK)", lo=0),
+    }
+
+    def validate(self):
+        if self.file_size < PAGE_SIZE:
+            raise ConfigError("file_size: must be at least 4KiB")
+
+    @property
+    def nr_tasks(self) -> int:
+        return self.tasks
+
+    @property
+    def pages(self) -> int:
+        return self.file_size // PAGE_SIZE
+
+    def regions(self) -> list[Region]:
+        pol, nodes = self.policy
+        return [Region("data", "anon" if self.target == "anon" else "file", self.pages, pol, nodes)]
+
+    def nr_marks(self) -> int:
+        return 2
+
+    def _prefault_len(self, t: int) -> int:
+        # anon always needs populating before loads mean anything; one task does it
+        populate = self.prefault or self.target == "anon"
+        return self.pages if (populate and t == 0) else 0
+
+    def _sampler(self, seed: int):
+        rng = np.random.default_rng(seed)
+        n = self.pages
+        perm = rng.permutation(n).astype(np.int64)
+        if self.dist == "uniform":
+            return lambda r, k: r.integers(0, n, size=k, dtype=np.int64)
+        w = np.arange(1, n + 1, dtype=np.float64) ** -self.zipf_theta
+        cdf = np.cumsum(w)
+        cdf /= cdf[-1]
+        return lambda r, k: perm[np.minimum(np.searchsorted(cdf, r.random(k)), n - 1)]
+
+    def chunks(self, seed: int) -> Iterator[Chunk]:
+        sample = self._sampler(seed)
+        T = self.tasks
+        rngs = [np.random.default_rng([seed, t]) for t in range(T)]
+        if self.target == "anon":
+            fill_op, op = OP_STORE | OP_STREAM, OP_LOAD | OP_STREAM
+        elif self.io == "read":
+            fill_op, op = OP_READ | OP_STREAM | OP_SYSCALL_END, OP_READ | OP_SYSCALL_END
+        else:
+            fill_op, op = OP_LOAD | OP_STREAM, OP_LOAD | OP_STREAM
+        lengths = [self._prefault_len(t) + self.accesses for t in range(T)]
+        per_task = max(1, CHUNK_ACCESSES // T)
+        start = 0
+        while start < max(lengths):
+            pages_parts, ops_parts, offsets = [], [], [0]
+            for t in range(T):
+                lo, hi = start, min(start + per_task, lengths[t])
+                if hi <= lo:
+                    offsets.append(offsets[-1])
+                    continue
+                pf = self._prefault_len(t)
+                idx = np.arange(lo, hi, dtype=np.int64)
+                pg = np.empty(hi - lo, dtype=np.int64)
+                o = np.empty(hi - lo, dtype=np.uint8)
+                fill = idx < pf
+                pg[fill] = idx[fill]
+                o[fill] = fill_op
+                o[idx == pf - 1] |= OP_MARK
+                k = int((~fill).sum())
+                pg[~fill] = sample(rngs[t], k)
+                o[~fill] = op
+                o[idx == lengths[t] - 1] |= OP_MARK
+                pages_parts.append(pg)
+                ops_parts.append(o)
+                offsets.append(offsets[-1] + (hi - lo))
+            start += per_task
+            yield Chunk(np.array(offsets, dtype=np.int64), np.concatenate(pages_parts), np.concatenate(ops_parts))
