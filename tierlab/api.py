@@ -287,3 +287,44 @@ class Simulation:
 def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0, **kw) -> Result:
     """Run `workload` on `machine` with `kernel` knobs from an empty state and return the Result."""
     return Simulation(machine, kernel, workload, seed=seed, **kw).run().result()
+
+
+CONFIG_KEYS = {"machine", "workload", "params", "knobs", "scale", "seed", "sample_interval_ms", "costs"}
+
+
+def build(config: dict) -> Simulation:
+    """A Simulation from a plain config dict (what the CLI, sweeps and reproductions pass around):
+    {"machine": name or path, "workload": name, "params": {...}, "knobs": {...}, "scale": F,
+     "seed": N, "sample_interval_ms": X, "costs": {...}}. Every key and value is validated before
+    anything runs; errors name the key."""
+    from .workloads import make_workload
+    unknown = set(config) - CONFIG_KEYS
+    if unknown:
+        raise ConfigError(f"unknown config key {sorted(unknown)[0]!r}; accepted: {', '.join(sorted(CONFIG_KEYS))}")
+    for k in ("machine", "workload"):
+        if k not in config:
+            raise ConfigError(f"config: missing {k!r}")
+    try:
+        scale = float(config.get("scale", 1.0))
+    except (TypeError, ValueError):
+        raise ConfigError(f"scale: expected a number > 0, got {config.get('scale')!r}") from None
+    if scale <= 0:
+        raise ConfigError(f"scale: expected a number > 0, got {scale}")
+    try:
+        seed = int(config.get("seed", 0))
+    except (TypeError, ValueError):
+        raise ConfigError(f"seed: expected an integer, got {config.get('seed')!r}") from None
+    machine = Machine.load(str(config["machine"])).scaled(scale)
+    kernel = Kernel(**dict(config.get("knobs") or {}))
+    workload = make_workload(str(config["workload"]), dict(config.get("params") or {}), scale=scale)
+    return Simulation(machine, kernel, workload, seed=seed,
+                      sample_interval_ms=float(config.get("sample_interval_ms", 100.0)),
+                      costs=dict(config.get("costs") or {}))
+
+
+def run_config(config: dict, progress=None) -> Result:
+    """build(config), run it, and return the Result (config echoed in Result.config)."""
+    sim = build(config)
+    res = sim.run(progress=progress).result()
+    res.config = {k: v for k, v in config.items()}
+    return res
