@@ -1,0 +1,364 @@
+"""The command line: ``python -m tierlab`` and the ``tierlab`` script.
+
+    tierlab run --machine qemu-2node --workload random-read --param file_size=2GiB --set demotion_enabled=1
+    tierlab list machines|workloads|knobs|costs
+    tierlab trace record|info|convert ...
+    tierlab bench [--quick]
+
+Bad input (an unknown machine, workload, param or knob, a value out of range, a size that does not
+parse) exits with status 2 and one line ``tierlab: error: <message>`` naming the key and what is
+accepted, before any simulation work. Every such error is a `tierlab.errors.TierlabError`.
+
+Other modules add sub-commands through `COMMANDS`: name -> "module:function", where the function
+takes argparse's subparsers object, adds its parser and sets ``func`` (a callable args -> exit status)
+with ``set_defaults``. A module that does not exist yet, or lacks the function, is skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shutil
+import sys
+import textwrap
+
+from .errors import ConfigError, TierlabError
+
+# Sub-commands registered from other modules (see the module docstring).
+COMMANDS: dict[str, str] = {
+    "trace": "tierlab.trace:add_trace_commands",
+    "sweep": "tierlab.sweep:add_sweep_commands",
+    "reproduce": "tierlab.reproduce:add_reproduce_commands",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as one line `tierlab: error: ...` (exit status 2)."""
+
+    def error(self, message: str):
+        cmd = self.prog.split(" ", 1)[1] + " " if " " in self.prog else ""
+        self.exit(2, f"tierlab: error: {message} (see 'tierlab {cmd}--help')\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+
+
+def _key_values(items: list[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{flag} {item!r}: expected key=value, e.g. {flag} "
+                              + ("file_size=4GiB" if flag == "--param" else "demotion_enabled=1"))
+        out[key] = value.strip()
+    return out
+
+
+def run_config_from_args(args: argparse.Namespace) -> dict:
+    """The plain config dict (what tierlab.api.build takes) for `tierlab run` arguments."""
+    config = {"machine": args.machine, "workload": args.workload,
+              "params": _key_values(args.param, "--param"), "knobs": _key_values(args.set, "--set"),
+              "scale": args.scale, "seed": args.seed}
+    if args.sample_ms is not None:
+        config["sample_interval_ms"] = args.sample_ms
+    if args.cost:
+        config["costs"] = _key_values(args.cost, "--cost")
+    return config
+
+
+def _total_accesses(workload) -> int | None:
+    fn = getattr(workload, "nr_accesses", None)
+    if callable(fn):
+        try:
+            return int(fn())
+        except Exception:
+            return None
+    return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import api
+    from .output import check_output_path, result_dict, write_parquet
+
+    config = run_config_from_args(args)
+    if args.out is not None:
+        check_output_path(args.out)
+    sim = api.build(config)  # validates every key and value before any work
+
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    bar = None
+    if show:
+        from tqdm import tqdm
+        bar = tqdm(total=_total_accesses(sim.workload), unit="acc", unit_scale=True,
+                   file=sys.stderr, desc=f"{config['workload']} on {config['machine']}",
+                   dynamic_ncols=True, leave=False)
+    try:
+        sim.run(progress=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    res = sim.result()
+    res.config = dict(config)
+
+    if args.out is not None:
+        write_parquet(res, args.out)
+    if args.format == "json":
+        print(json.dumps(result_dict(res), indent=2))
+    elif args.format == "csv":
+        print("counter,value")
+        for name, value in res.counters.items():
+            print(f"{name},{int(value)}")
+    else:
+        print(format_result_table(res, sim))
+    if args.out is not None:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def format_result_table(res, sim=None) -> str:
+    cfg = res.config
+    lines = []
+    params = ", ".join(f"{k}={v}" for k, v in (cfg.get("params") or {}).items())
+    knobs = ", ".join(f"{k}={v}" for k, v in (cfg.get("knobs") or {}).items())
+    lines.append(f"machine   {cfg.get('machine')}" + (f" (scale 1/{cfg['scale']:g})" if cfg.get("scale", 1) != 1 else ""))
+    lines.append(f"workload  {cfg.get('workload')}" + (f" ({params})" if params else ""))
+    lines.append(f"knobs     {knobs or 'kernel defaults'}")
+    lines.append(f"seed      {cfg.get('seed', 0)}")
+    lines.append("")
+    lines.append(f"simulated time  {res.sim_time_s:.6f} s")
+    if len(res.task_times_s) > 1:
+        for t, v in res.task_times_s.items():
+            lines.append(f"  task {t:<9d} {v:.6f} s")
+    if len(res.marks_s):
+        cyc = res.cycle_times_s(0)
+        if len(cyc):
+            lines.append("cycle times     " + "  ".join(f"{x:.4f}" for x in cyc) + " s (task 0)")
+    lines.append("")
+    nz = [(k, int(v)) for k, v in res.counters.items() if v]
+    lines.append("vmstat counters (non-zero, /proc/vmstat names)")
+    if nz:
+        w = max(len(k) for k, _ in nz)
+        for k, v in nz:
+            lines.append(f"  {k:<{w}}  {v:>14,d}")
+    else:
+        lines.append("  (all zero)")
+    lines.append("")
+    lines.append("nodes (pages of 4 KiB)")
+    cols = ["name", "managed_pages", "nr_free_pages", "nr_inactive_anon", "nr_active_anon",
+            "nr_inactive_file", "nr_active_file", "nr_isolated"]
+    heads = ["node", "name", "managed", "free", "inact_anon", "act_anon", "inact_file", "act_file",
+             "isolated"]
+    rows = [[str(i)] + [str(r[c]) for c in cols] for i, r in res.nodes.iterrows()]
+    lines += ["  " + s for s in _table(heads, rows, right=set(range(2, len(heads))))]
+    return "\n".join(lines)
+
+
+def _table(heads: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(heads)]
+
+    def fmt(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [fmt(heads)] + [fmt(r) for r in rows]
+
+
+def _wrapped_table(heads: list[str], rows: list[list[str]]) -> str:
+    """A table whose last column is wrapped to the terminal width with a hanging indent."""
+    fixed = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
+    indent = sum(fixed) + 2 * len(fixed)
+    width = max(shutil.get_terminal_size((120, 24)).columns, indent + 40)
+    out = []
+    for cells in [heads] + rows:
+        head = "  ".join(c.ljust(w) for c, w in zip(cells[:-1], fixed)) + "  "
+        text = textwrap.wrap(cells[-1], width=width - indent, break_long_words=False,
+                             break_on_hyphens=False) or [""]
+        out.append(head + text[0])
+        out += [" " * indent + t for t in text[1:]]
+    return "\n".join(s.rstrip() for s in out)
+
+
+# ---------------------------------------------------------------------------------------------
+# list
+
+
+def list_data(what: str) -> list[dict]:
+    if what == "machines":
+        from .machine import PRESET_DIR, Machine, presets
+        out = []
+        for name in presets():
+            m = Machine.load(name)
+            out.append({"name": name, "path": str(PRESET_DIR / f"{name}.toml"), "nodes": m.nr_nodes,
+                        "description": m.description})
+        return out
+    if what == "workloads":
+        from .workloads import WORKLOADS
+        return [{"name": name, "description": cls.description,
+                 "params": [{"name": k, "default": p.default, "help": p.help, "scaled": p.scaled}
+                            for k, p in cls.params.items()]}
+                for name, cls in sorted(WORKLOADS.items())]
+    if what == "knobs":
+        from .kernel import KNOBS, _fmt
+        out = []
+        for k in KNOBS.values():
+            accepted = (", ".join(f"{n} ({v})" for n, v in k.choices.items()) if k.choices
+                        else f"{_fmt(k.lo)} .. {_fmt(k.hi)}")
+            out.append({"name": k.name, "default": "computed" if k.default is None else _fmt(k.default),
+                        "unit": k.unit, "accepted": accepted, "where": k.where, "models": k.models})
+        return out
+    if what == "costs":
+        from .core.cost import COSTS
+        return [{"name": n, "default": v[0], "unit": v[1], "source": v[2]} for n, v in COSTS.items()]
+    raise ConfigError(f"list: unknown kind {what!r}; accepted: machines, workloads, knobs, costs")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    data = list_data(args.what)
+    if args.format == "json":
+        print(json.dumps(data, indent=2))
+        return 0
+    if args.what == "machines":
+        from .machine import PRESET_DIR
+        print(_wrapped_table(["NAME", "NODES", "DESCRIPTION"],
+                             [[d["name"], str(d["nodes"]), d["description"]] for d in data]))
+        print(f"\npresets live in {PRESET_DIR}/NAME.toml; `--machine path/to/copy.toml` runs your own "
+              "copy (see docs/machines.md)")
+    elif args.what == "workloads":
+        for d in data:
+            print(f"{d['name']}: {d['description']}")
+            print(textwrap.indent(_wrapped_table(
+                ["PARAM", "DEFAULT", "HELP"],
+                [[p["name"], str(p["default"]), p["help"] + (" (divided by --scale)" if p["scaled"] else "")]
+                 for p in d["params"]]), "  "))
+            print()
+        print("set with --param NAME=VALUE; sizes accept B, KiB/MiB/GiB/TiB, KB/MB/GB/TB, pages")
+    elif args.what == "knobs":
+        print(_wrapped_table(["NAME", "DEFAULT", "UNIT", "ACCEPTED", "WHERE", "MODELS"],
+                             [[d["name"], d["default"], d["unit"] or "-", d["accepted"], d["where"],
+                               d["models"]] for d in data]))
+        print("\nset with --set NAME=VALUE; 'computed' defaults depend on the machine's memory")
+    else:
+        print(_wrapped_table(["NAME", "DEFAULT", "UNIT", "SOURCE"],
+                             [[d["name"], f"{d['default']:g}", d["unit"], d["source"]] for d in data]))
+        print("\noverride with tierlab.api.build({..., 'costs': {NAME: VALUE}}) or run --cost NAME=VALUE")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# bench
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import format_bench, run_bench
+    report = run_bench(quick=args.quick, startup=not args.no_startup,
+                       libcachesim=not args.no_libcachesim, log=sys.stderr)
+    print(json.dumps(report, indent=2) if args.format == "json" else format_bench(report))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tierlab",
+                description="tierlab: simulate Linux memory tiering (DRAM + CXL) with the kernel's own "
+                            "mechanisms, knobs and counters.",
+                epilog="'tierlab COMMAND --help' describes each command.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    r = sub.add_parser(
+        "run", help="simulate one workload on one machine and print the result",
+        description=textwrap.fill(
+            "Build a simulation from a machine, a workload and kernel knobs, run it, and print "
+            "vmstat counters (kernel names), per-node memory and the simulated time. Every name and "
+            "value is checked before the simulation starts.", 78),
+        epilog="example: tierlab run --machine qemu-2node --workload random-read "
+               "--param file_size=2GiB --param accesses=2000000 --set demotion_enabled=1 --seed 7\n"
+               "'tierlab list machines|workloads|knobs' shows what is accepted.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--machine", required=True, metavar="NAME|FILE.toml",
+                   help="a machine preset (tierlab list machines) or a TOML file")
+    r.add_argument("--workload", required=True, metavar="NAME", help="a workload (tierlab list workloads)")
+    r.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="a workload parameter, repeatable (e.g. file_size=4GiB)")
+    r.add_argument("--set", action="append", metavar="KNOB=VALUE",
+                   help="a kernel knob, repeatable (e.g. demotion_enabled=1; tierlab list knobs)")
+    r.add_argument("--cost", action="append", metavar="NAME=VALUE",
+                   help="override a time-model constant, repeatable (tierlab list costs)")
+    r.add_argument("--scale", type=float, default=1.0, metavar="F",
+                   help="divide every node capacity and sized workload parameter by F (default: 1)")
+    r.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default: 0)")
+    r.add_argument("--sample-ms", type=float, default=None, metavar="X",
+                   help="time-series sample interval in simulated ms (default: 100)")
+    r.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                   help="output on stdout (default: table)")
+    r.add_argument("--out", metavar="FILE",
+                   help="also write the time series, counters and config to a Parquet file (atomically)")
+    r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: only when stderr is a terminal)")
+    r.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("list", help="list machines, workloads, knobs or time-model costs",
+                        description="List what `run` accepts: machine presets (with their file), "
+                                    "workloads (with their params), kernel knobs (default, unit, "
+                                    "sysfs/sysctl path, what they model) and time-model costs.")
+    ls.add_argument("what", choices=("machines", "workloads", "knobs", "costs"), help="what to list")
+    ls.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    ls.set_defaults(func=cmd_list)
+
+    b = sub.add_parser("bench", help="measure simulator throughput, start-up time and libCacheSim parity",
+                       description="Measure host wall time of (a) file-read on a two-tier DRAM+CXL machine "
+                                   "with demotion and page-cache promotion, (b) random-read under memory "
+                                   "pressure with demotion, (c) tierlab's exact LRU against libCacheSim, "
+                                   "and (d) cold and warm start-up of `python -m tierlab run` (empty vs "
+                                   "filled numba cache). Simulation results never depend on wall time.")
+    b.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    b.add_argument("--quick", action="store_true", help="smaller sizes (about a minute, most of it JIT)")
+    b.add_argument("--no-startup", action="store_true", help="skip the cold/warm start-up measurement")
+    b.add_argument("--no-libcachesim", action="store_true", help="skip the libCacheSim comparison")
+    b.set_defaults(func=cmd_bench)
+
+    for name, target in COMMANDS.items():
+        mod_name, _, fn_name = target.partition(":")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            if e.name == mod_name:
+                continue
+            raise
+        registrar = getattr(mod, fn_name, None)
+        if registrar is not None:
+            registrar(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv` (default: sys.argv[1:]), run the command, and return its exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) and usage errors (2)
+        return int(e.code or 0) if isinstance(e.code, int) or e.code is None else 2
+    try:
+        return int(args.func(args) or 0)
+    except TierlabError as e:
+        print(f"tierlab: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tierlab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as e:
+        print(f"tierlab: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
