@@ -1,0 +1,227 @@
+"""Benchmarks of the simulator itself (host wall time; `tierlab bench`).
+
+Measured, each after a JIT warm-up run on a tiny input, through the public API
+(`tierlab.api.build`), so engine changes show up here:
+
+* ``file-read``: seed 000's shape on the two-tier `dram-cxl-1tb` machine scaled down: a file bound to
+  the CXL node read in several cycles, with demotion, tiering-mode NUMA balancing and page-cache
+  promotion enabled.
+* ``random-read``: 4 KiB random read() over a file twice the size of node 0 on `qemu-2node`, bound
+  to node 0 so kswapd demotes to node 1 (memory pressure), demotion_enabled=1.
+* ``libcachesim``: tierlab's exact LRU (`tierlab.core.reference`) against libCacheSim's LRU on one
+  zipf trace: equal miss ratios, and libCacheSim's wall time / tierlab's (``speedup`` > 1 means
+  tierlab is faster). Skipped when libcachesim is not installed (it is a dev extra).
+* ``startup``: wall time of ``python -m tierlab run`` on a small run in a subprocess, cold (an empty
+  temporary NUMBA_CACHE_DIR, so every kernel is compiled) and warm (again, with that cache filled).
+
+Wall time never enters a simulation result; these numbers only describe the host and the engine.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+# name, config (tierlab.api.build), warm-up overrides; sizes for full and --quick runs
+_FILE_READ = {
+    "machine": "dram-cxl-1tb", "workload": "file-read",
+    "params": {"file_size": "128GiB", "cycles": 5, "file_policy": "bind:1"},
+    "knobs": {"demotion_enabled": 1, "numa_balancing": 2, "pagecache_promotion_enabled": 1},
+    "seed": 1,
+}
+_RANDOM_READ = {
+    "machine": "qemu-2node", "workload": "random-read",
+    "params": {"file_size": "2GiB", "policy": "bind:0"},
+    "knobs": {"demotion_enabled": 1},
+    "seed": 7,
+}
+SIZES = {
+    # file-read: scale divides the 1 TB machine and the 128 GiB file; random-read: accesses
+    "full": {"file_read_scale": 16, "random_read_scale": 1, "random_read_accesses": 5_000_000,
+             "lcs": dict(n_requests=10_000_000, n_pages=1_000_000, capacity=100_000)},
+    "quick": {"file_read_scale": 128, "random_read_scale": 2, "random_read_accesses": 1_000_000,
+              "lcs": dict(n_requests=1_000_000, n_pages=100_000, capacity=10_000)},
+}
+STARTUP_ARGS = ["run", "--machine", "qemu-2node", "--workload", "random-read", "--param", "file_size=64MiB",
+                "--param", "accesses=10000", "--set", "demotion_enabled=1", "--format", "json", "--no-progress"]
+
+
+def bench_configs(quick: bool = False) -> list[tuple[str, dict]]:
+    z = SIZES["quick" if quick else "full"]
+    fr = {**_FILE_READ, "scale": z["file_read_scale"]}
+    rr = {**_RANDOM_READ, "scale": z["random_read_scale"],
+          "params": {**_RANDOM_READ["params"], "accesses": z["random_read_accesses"]}}
+    return [("file-read", fr), ("random-read", rr)]
+
+
+def _tiny(config: dict) -> dict:
+    """The same machine/workload/knobs, small enough to run in well under a second once compiled."""
+    c = json.loads(json.dumps(config))
+    c["scale"] = float(c.get("scale", 1)) * 64
+    if "accesses" in c["params"]:
+        c["params"]["accesses"] = 10_000
+    if "cycles" in c["params"]:
+        c["params"]["cycles"] = 2
+    return c
+
+
+def measure(config: dict, warmup: bool = True) -> dict:
+    """Wall time of build + run + result for one config; sim_accesses counts accesses executed."""
+    from .api import build
+
+    if warmup:
+        build(_tiny(config)).run().result()
+    n = [0]
+
+    def count(k: int) -> None:
+        n[0] += k
+
+    t0 = time.perf_counter()
+    sim = build(config)
+    sim.run(progress=count)
+    res = sim.result()
+    wall = time.perf_counter() - t0
+    return {"sim_accesses": int(n[0]), "wall_s": wall, "accesses_per_s": n[0] / wall if wall > 0 else math.inf,
+            "sim_time_s": res.sim_time_s, "config": config}
+
+
+def _compare_fn():
+    """compare_with_libcachesim from the repository's benchmarks package, else the copy below."""
+    try:
+        from benchmarks.libcachesim_compare import compare_with_libcachesim
+        return compare_with_libcachesim
+    except ImportError:
+        return compare_with_libcachesim_local
+
+
+def compare_with_libcachesim_local(n_requests: int = 10_000_000, n_pages: int = 1_000_000,
+                                   capacity: int = 100_000, seed: int = 0, *, alpha: float = 1.0) -> dict:
+    """Same measurement as benchmarks/libcachesim_compare.py (used when that package is not importable,
+    e.g. from an installed tierlab): tierlab's exact LRU vs libCacheSim's C process_trace loop."""
+    import libcachesim as lcs
+
+    from .core import reference
+
+    rng = np.random.default_rng(seed)
+    cdf = np.cumsum(1.0 / np.arange(1, n_pages + 1, dtype=np.float64) ** alpha)
+    cdf /= cdf[-1]
+    ranks = np.minimum(np.searchsorted(cdf, rng.random(n_requests)), n_pages - 1)
+    pages = rng.permutation(n_pages).astype(np.int64)[ranks]
+    hashpower = max(10, math.ceil(math.log2(capacity)) + 1)
+
+    reference.simulate(pages[:1000], 10, "lru")  # JIT warm-up
+    t0 = time.perf_counter()
+    counts = reference.simulate(pages, capacity, "lru")
+    tierlab_wall = time.perf_counter() - t0
+
+    rec = np.zeros(n_requests, dtype=[("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
+                                      ("next_access_vtime", "<i8")])
+    rec["clock_time"] = np.arange(n_requests) // 1000
+    rec["obj_id"] = pages.view(np.uint64)
+    rec["obj_size"] = 1
+    rec["next_access_vtime"] = -1
+    fd, path = tempfile.mkstemp(suffix=".oracleGeneral")
+    os.close(fd)
+    try:
+        rec.tofile(path)
+        t0 = time.perf_counter()
+        reader = lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE)
+        cache = lcs.LRU(capacity, hashpower=hashpower)
+        lcs_miss_ratio, _ = cache.process_trace(reader)
+        lcs_wall = time.perf_counter() - t0
+        del reader, cache
+    finally:
+        os.unlink(path)
+    return {"trace_requests": int(n_requests),
+            "tierlab_miss_ratio": 1.0 - counts.nr_hits / counts.nr_requests,
+            "libcachesim_miss_ratio": float(lcs_miss_ratio),
+            "speedup": lcs_wall / tierlab_wall,
+            "tierlab_wall_s": tierlab_wall, "libcachesim_wall_s": lcs_wall,
+            "n_pages": int(n_pages), "capacity": int(capacity)}
+
+
+def bench_libcachesim(quick: bool = False) -> dict:
+    try:
+        import libcachesim  # noqa: F401
+    except ImportError:
+        return {"skipped": "libcachesim is not installed (pip install -e '.[dev]')"}
+    out = _compare_fn()(**SIZES["quick" if quick else "full"]["lcs"])
+    keys = ("trace_requests", "tierlab_miss_ratio", "libcachesim_miss_ratio", "speedup",
+            "tierlab_wall_s", "libcachesim_wall_s", "n_pages", "capacity")
+    return {k: out[k] for k in keys if k in out}
+
+
+def bench_startup(args: list[str] | None = None) -> dict:
+    """Cold (empty NUMBA_CACHE_DIR) and warm (same dir, filled) wall time of `python -m tierlab run`."""
+    args = list(args or STARTUP_ARGS)
+    cmd = [sys.executable, "-m", "tierlab"] + args
+    cache = tempfile.mkdtemp(prefix="tierlab-bench-numba-")
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    try:
+        times = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            times.append(time.perf_counter() - t0)
+            if p.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited with {p.returncode}: {p.stderr.strip()[-2000:]}")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return {"cold_start_s": times[0], "warm_start_s": times[1], "command": "python -m tierlab " + " ".join(args)}
+
+
+def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = True, log=None) -> dict:
+    """All benchmarks; the JSON shape of `tierlab bench --format json`."""
+    import numba
+
+    def say(msg: str) -> None:
+        if log is not None:
+            print(f"bench: {msg}", file=log, flush=True)
+
+    report: dict = {"quick": bool(quick),
+                    "host": {"python": platform.python_version(), "numba": numba.__version__,
+                             "numpy": np.__version__, "cpus": os.cpu_count(), "machine": platform.machine()},
+                    "benchmarks": []}
+    for name, cfg in bench_configs(quick):
+        say(f"{name} (warm-up, then measured) ...")
+        r = measure(cfg)
+        report["benchmarks"].append({"name": name, **r})
+        say(f"{name}: {r['sim_accesses']:,} accesses in {r['wall_s']:.2f} s")
+    if libcachesim:
+        say("libCacheSim comparison ...")
+        report["libcachesim"] = bench_libcachesim(quick)
+    if startup:
+        say("start-up of `python -m tierlab run`, cold (empty numba cache; compiles) then warm ...")
+        report["startup"] = bench_startup()
+    return report
+
+
+def format_bench(report: dict) -> str:
+    lines = [f"{'benchmark':<14} {'sim accesses':>14} {'wall s':>9} {'accesses/s':>14} {'sim time s':>11}"]
+    for b in report["benchmarks"]:
+        lines.append(f"{b['name']:<14} {b['sim_accesses']:>14,d} {b['wall_s']:>9.3f} "
+                     f"{b['accesses_per_s']:>14,.0f} {b['sim_time_s']:>11.4f}")
+    lc = report.get("libcachesim")
+    if lc is not None:
+        lines.append("")
+        if "skipped" in lc:
+            lines.append(f"libCacheSim: skipped: {lc['skipped']}")
+        else:
+            same = "equal" if lc["tierlab_miss_ratio"] == lc["libcachesim_miss_ratio"] else "DIFFERENT"
+            lines.append(f"libCacheSim LRU, {lc['trace_requests']:,} zipf requests: miss ratio tierlab "
+                         f"{lc['tierlab_miss_ratio']:.6f} vs libCacheSim {lc['libcachesim_miss_ratio']:.6f} "
+                         f"({same}); tierlab {lc['speedup']:.2f}x libCacheSim's speed")
+    su = report.get("startup")
+    if su is not None:
+        lines.append("")
+        lines.append(f"start-up: cold {su['cold_start_s']:.1f} s (empty numba cache), warm "
+                     f"{su['warm_start_s']:.1f} s: {su['command']}")
+    return "\n".join(lines)
