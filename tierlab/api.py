@@ -152,7 +152,8 @@ class Simulation:
             node=np.full(P, -1, dtype=np.int8), flags=np.zeros(P, np.uint8), flags2=np.zeros(P, np.uint8),
             order=np.zeros(P, np.int8), prev=prev, next=nxt, stamp=np.full(P, st.STAMP_NONE, np.uint32),
             region_start=region_start,
-            region_kind=np.array([st.REGION_ANON if r.kind == "anon" else st.REGION_FILE for r in self._regions], np.int8),
+            region_kind=np.array([st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
+                                  for r in self._regions], np.int8),
             region_policy=np.array([pol_code[r.policy] for r in self._regions], np.int8),
             region_nodes=region_nodes,
             region_order=np.array([r.order for r in self._regions], np.int8),
@@ -161,6 +162,7 @@ class Simulation:
             nonresident_age=np.zeros(N, np.int64), refault_snap=np.zeros((N, 2), np.int64),
             scan_acc=np.zeros(N, np.float64), kswapd_awake=np.zeros(N, np.int8),
             kswapd_clock=np.zeros(N, np.int64), kswapd_failures=np.zeros(N, np.int64),
+            kswapd_scanned=np.zeros(N, np.int64),
             tier=np.array(m.tier_index(), np.int8), node_cpus=np.array([nd.cpus for nd in m.nodes], np.int64),
             zonelist=zl, demote_target=dt, last_alloc=np.full(N, -2, np.int64),
             nbp=np.zeros((N, st.NR_NBP), np.int64),
@@ -174,13 +176,15 @@ class Simulation:
             lru_batch_len=np.zeros(C, np.int64),
             task_cpu=task_cpu, task_runtime=np.zeros(T, np.int64), task_end=np.zeros(T, np.int64),
             task_last_page=np.full(T, -2, np.int64), promo_count=np.zeros(T, np.int64),
+            numa_scan=np.zeros((T, 2), np.int64),
             marks=np.zeros((T, marks), np.int64), nr_marks=np.zeros(T, np.int64),
             counters=np.zeros((N, NR_VMSTAT_ITEMS), np.int64),
             samples=np.zeros((SAMPLE_BLOCK, ncols), np.int64),
-            misc=np.zeros(8, np.int64), rng=np.array([((self.seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF], np.uint64),
+            misc=np.zeros(16, np.int64), rng=np.array([((self.seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF], np.uint64),
         )
         s.misc[st.MISC_NEXT_SAMPLE] = interval
         s.misc[st.MISC_NR_PAGES] = P
+        s.misc[st.MISC_NUMA_NEXT_SCAN] = int(self.kernel.scan_delay_ms) * 1_000_000
         return s
 
     def _build_params(self) -> np.ndarray:

@@ -12,3 +12,9 @@ from numba import njit
 
 def jit(fn):
     return njit(cache=True, error_model="numpy", _nrt=False)(fn)
+
+
+def jit_inline(fn):
+    """For the few tiny functions on the per-access path: inlined at numba IR level, so the hot
+    loop makes no calls (a call passes every array of SimState by value, ~100 ns)."""
+    return njit(cache=True, error_model="numpy", _nrt=False, inline="always")(fn)

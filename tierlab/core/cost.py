@@ -24,7 +24,7 @@ a machine) and mark those `calibrated`; nothing here is fitted to a treatment co
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .params import (
     P_LOADED_LATENCY_C, P_MIGRATE_BATCH_NS, P_MIGRATE_FOLIO_NS, P_UTIL_WINDOW_NS,
@@ -42,6 +42,9 @@ COSTS = {
     "numa_migrate_check_ns": (60.0, "ns", "numa_migrate_check()+mpol_misplaced()+should_numa_migrate_memory(): "
                               "policy lookup, atomic xchg of the access time, two atomics for the rate limit."),
     "task_work_ns": (100.0, "ns", "task_work_run() at return to user when a promotion list is queued."),
+    "numa_scan_pte_ns": (5.0, "ns", "change_pte_range() walking one present PTE that it leaves alone."),
+    "numa_scan_update_ns": (25.0, "ns", "making one PTE PROT_NONE and stamping the folio's access time, "
+                            "plus its share of the range's TLB flush."),
     "migrate_batch_ns": (4000.0, "ns", "one migrate_pages() call: batch set-up, one batched TLB shootdown "
                          "(try_to_unmap_flush, IPIs ~2-4 us), putback."),
     "migrate_folio_ns": (1200.0, "ns", "per-folio migration work besides the copy: isolate/lock, rmap walk "
@@ -68,7 +71,7 @@ COSTS = {
 }
 
 
-@jit
+@jit_inline
 def note_bytes(s, p, nid, now, nbytes):
     """Account `nbytes` moved to/from node `nid` at time `now`; roll the window when it ends."""
     elapsed = np.float64(now - s.win_start[nid])
@@ -88,20 +91,20 @@ def roll_window(s, p, nid, now, elapsed):
     s.win_bytes[nid] = 0.0
 
 
-@jit
+@jit_inline
 def seq_page_ns(s, p, nid, now):
     """A 4 KiB streaming copy from node `nid` (loaded)."""
     note_bytes(s, p, nid, now, 4096.0)
     return s.seq_ns[nid] * s.load_factor[nid]
 
 
-@jit
+@jit_inline
 def line_load_ns(s, p, nid, now):
     note_bytes(s, p, nid, now, 64.0)
     return s.line_ns[nid] * s.load_factor[nid]
 
 
-@jit
+@jit_inline
 def line_store_ns(s, p, nid, now):
     note_bytes(s, p, nid, now, 128.0)  # read-for-ownership now, write-back later
     return s.write_ns[nid] * s.load_factor[nid]

@@ -21,18 +21,19 @@ folio_mark_accessed per page copied), and the allocation slow path of mm/page_al
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .cost import line_load_ns, line_store_ns, seq_page_ns
 from .lru import folio_add_lru, folio_mark_accessed, lru_add_drain_cpu, workingset_refault
 from .page_alloc import (
     get_page_from_freelist, policy_nodes, take_pages, tiering_mode, wakeup_kswapd,
 )
+from .numa_balancing import do_numa_page, task_tick_numa
 from .pagecache_promotion import promotion_candidate, task_numa_promotion_work
 from .params import (
     P_FAULT_NS, P_FMA_HOOK_CHECK_NS, P_FMA_NS, P_IO_RAND_4K_NS, P_IO_SEQ_4K_NS,
     P_PAGECACHE_INSERT_NS, P_PAGECACHE_PROMOTION_ENABLED, P_QUANTUM_NS, P_SAMPLE_INTERVAL_NS,
-    P_STREAM_BREAK_NS, P_SWAP_IN_4K_NS, P_SYSCALL_NS, P_ZERO_PAGE_NS,
+    P_NUMA_BALANCING, P_STREAM_BREAK_NS, P_SWAP_IN_4K_NS, P_SYSCALL_NS, P_ZERO_PAGE_NS,
 )
 from .reclaim import direct_reclaim, kswapd_step
 from .state import (
@@ -146,7 +147,7 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     return cost, True
 
 
-@jit
+@jit_inline
 def access(s, p, task, cpu, page, op, clock, scratch, cands):
     """One access by `task`. Returns (cost in ns, ok)."""
     cost = 0.0
@@ -185,6 +186,9 @@ def access(s, p, task, cpu, page, op, clock, scratch, cands):
         s.flags2[head] = f2 | F2_MAPPED
         s.counters[s.cpu_node[cpu], PGFAULT] += 1
         cost += p[P_FAULT_NS]
+    if s.flags[head] & PG_PROTNONE:
+        cost += do_numa_page(s, p, head, s.cpu_node[cpu], now)
+        nid = s.node[head]
     s.flags[head] |= PG_YOUNG
     if kind == OP_STORE:
         s.flags[head] |= PG_DIRTY
@@ -229,6 +233,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     ncpu = s.cpu_clock.shape[0]
     nnodes = s.free.shape[0]
     interval = np.int64(p[P_SAMPLE_INTERVAL_NS])
+    numa_on = p[P_NUMA_BALANCING] != 0
     quantum = np.int64(p[P_QUANTUM_NS])
     while True:
         # the entity with the smallest clock, and the runner-up (bounds the quantum)
@@ -299,6 +304,10 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 clock += np.int64(p[P_SYSCALL_NS])
                 if s.promo_count[t] > 0:
                     clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
+            if numa_on:
+                rt = s.task_runtime[t] + (clock - start)
+                if rt >= s.numa_scan[t, 0]:
+                    clock += np.int64(task_tick_numa(s, p, t, rt, clock))
             if op & OP_MARK:
                 m = s.nr_marks[t]
                 if m < s.marks.shape[1]:

@@ -17,7 +17,7 @@ Simplifications, and why:
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .params import P_LRU_BATCH_SIZE, P_SWAP_PAGES
 from .state import (
@@ -31,7 +31,7 @@ from .vmstat import (
 )
 
 
-@jit
+@jit_inline
 def lruvec_add_folio(s, head):
     """Put a folio at the head (newest end) of the list its flags select, and mark it PG_lru."""
     nid = s.node[head]
@@ -41,7 +41,7 @@ def lruvec_add_folio(s, head):
     s.flags[head] |= PG_LRU
 
 
-@jit
+@jit_inline
 def lruvec_del_folio(s, head):
     """Unlink a folio from its LRU list (the caller then isolates, moves or frees it)."""
     nid = s.node[head]
@@ -80,7 +80,7 @@ def folio_add_lru(s, p, cpu, head):
         lru_add_drain_cpu(s, cpu)
 
 
-@jit
+@jit_inline
 def folio_activate(s, head):
     """Move an inactive folio on the LRU to the active list (pgactivate)."""
     lruvec_del_folio(s, head)
@@ -89,12 +89,12 @@ def folio_activate(s, head):
     s.counters[s.node[head], PGACTIVATE] += folio_nr_pages(s, head)
 
 
-@jit
+@jit_inline
 def workingset_age_nonresident(s, nid, nr):
     s.nonresident_age[nid] += nr
 
 
-@jit
+@jit_inline
 def folio_mark_accessed(s, head):
     """mm/swap.c folio_mark_accessed(), classic LRU. Returns True when the folio was already
     referenced and active: the branch where the page-cache promotion RFC hooks in."""

@@ -2,9 +2,17 @@
 
 Models kernel/sched/fair.c should_numa_migrate_memory() (tiering branch) with its helpers
 pgdat_free_space_enough(), numa_hint_fault_latency(), numa_promotion_rate_limit() and
-numa_promotion_adjust_threshold(), and mm/migrate.c migrate_balanced_pgdat() as used by
-migrate_misplaced_folio_prepare(). The hint-fault scanner (task_numa_work/change_prot_numa) is a
-later issue; it will call `should_numa_migrate_memory` exactly as the page-cache promotion path does.
+numa_promotion_adjust_threshold(); mm/migrate.c migrate_balanced_pgdat(),
+migrate_misplaced_folio_prepare() and migrate_misplaced_folio(); the scanner task_tick_numa() /
+task_numa_work() / change_prot_numa() (mm/mprotect.c change_pte_range() skip rules); and the hint
+fault do_numa_page() / numa_migrate_check() (mm/memory.c). The page-cache promotion path
+(pagecache_promotion.py) calls the same should_numa_migrate_memory().
+
+Scanner simplifications: all tasks share one mm; VMAs are the workload's anon and mmap'd file
+regions (read()-only page cache has no VMA); the scan period is fixed at task_scan_start() for the
+RSS seen at the first scan -- which is what mode 2 does, since slow-tier faults never reach
+update_task_scan_period() -- and mode 1's scan-rate adaptation, NUMA groups, per-VMA PID
+filtering and the cpupid two-stage filter are not modelled (tierlab has no mode-1 workload yet).
 
 Time is the kernel's jiffies_to_msecs(): milliseconds of the faulting task's virtual clock, kept to
 32 bits; folio access times are masked to `access_time_bits` (LAST_CPUPID_SHIFT, 21 with
@@ -18,12 +26,28 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit
 
-from .params import P_ACCESS_TIME_BITS, P_HOT_THRESHOLD_MS, P_PROMOTE_RATE_LIMIT_MBPS, P_SCAN_PERIOD_MAX_MS
-from .state import (
-    NBP_RL_NR_CAND, NBP_RL_START, NBP_TH_NR_CAND, NBP_TH_START, NBP_THRESHOLD, WMARK_HIGH,
-    WMARK_PROMO,
+from .lru import lruvec_add_folio, lruvec_del_folio
+from .migrate import move_isolated_folio
+from .page_alloc import wakeup_kswapd, zone_watermark_ok
+from .params import (
+    P_ACCESS_TIME_BITS, P_FAULT_NS, P_HOT_THRESHOLD_MS, P_NUMA_BALANCING, P_NUMA_MIGRATE_CHECK_NS,
+    P_NUMA_SCAN_PTE_NS, P_NUMA_SCAN_UPDATE_NS, P_PROMOTE_RATE_LIMIT_MBPS, P_SCAN_PERIOD_MAX_MS,
+    P_SCAN_PERIOD_MIN_MS, P_SCAN_SIZE_MB,
 )
-from .vmstat import PGPROMOTE_CANDIDATE, PGPROMOTE_CANDIDATE_NRL
+from .state import (
+    F2_ANON, F2_MAPPED, F2_PRESENT, MISC_NUMA_NEXT_SCAN, MISC_NUMA_SCAN_OFFSET, NBP_RL_NR_CAND,
+    NBP_RL_START, NBP_TH_NR_CAND, NBP_TH_START, NBP_THRESHOLD, PG_DIRTY, PG_ISOLATED, PG_LRU,
+    PG_PROTNONE, PG_YOUNG, WMARK_HIGH, WMARK_MIN, WMARK_PROMO,
+    folio_nr_pages,
+)
+from .vmstat import (
+    NUMA_HINT_FAULTS, NUMA_HINT_FAULTS_LOCAL, NUMA_PAGES_MIGRATED, NUMA_PTE_UPDATES,
+    PGMIGRATE_FAIL, PGPROMOTE_CANDIDATE, PGPROMOTE_CANDIDATE_NRL, PGPROMOTE_SUCCESS,
+)
+
+NUMA_BALANCING_NORMAL = 1
+NUMA_BALANCING_MEMORY_TIERING = 2
+MAX_SCAN_WINDOW_MB = 2560
 
 NUMA_MIGRATION_ADJUST_STEPS = 16
 
@@ -127,3 +151,120 @@ def reset_promotion_state(nbp: np.ndarray, counters_candidate: np.ndarray, now_m
     nbp[:, 3] = now_ms_value
     nbp[:, 1] = counters_candidate
     nbp[:, 4] = counters_candidate
+
+
+@jit
+def task_scan_start_ns(s, p):
+    """task_scan_start() for the current RSS: scan_period_min / windows, floored at the
+    MAX_SCAN_WINDOW rate (100 ms at 256 MB per pass)."""
+    rss = 0
+    for nid in range(s.free.shape[0]):
+        rss += s.managed[nid] - s.free[nid]
+    scan_pages = np.int64(p[P_SCAN_SIZE_MB]) << 8
+    windows = max(np.int64(1), (rss + scan_pages - 1) // scan_pages)
+    floor_ms = 1000.0 * p[P_SCAN_SIZE_MB] / MAX_SCAN_WINDOW_MB
+    return np.int64(max(floor_ms, p[P_SCAN_PERIOD_MIN_MS] / windows) * 1_000_000)
+
+
+@jit
+def task_numa_work(s, p, now):
+    """One scan pass (task_numa_work + change_prot_numa): from the mm's cursor, make up to
+    scan_size_mb of eligible PTEs PROT_NONE, walking at most 8x that much address space. In tiering
+    mode without the NORMAL bit, top-tier folios are skipped (never hint-faulted); slow-tier
+    folios get their access time stamped. Returns the cost in ns."""
+    mode = np.int64(p[P_NUMA_BALANCING])
+    pages = np.int64(p[P_SCAN_SIZE_MB]) << 8
+    virtpages = pages * 8
+    ms = now_ms(now)
+    mask = (np.int64(1) << np.int64(p[P_ACCESS_TIME_BITS])) - 1
+    nr_pages = s.node.shape[0]
+    x = s.misc[MISC_NUMA_SCAN_OFFSET]
+    walked = 0
+    updated = 0
+    while pages > 0 and virtpages > 0 and walked < nr_pages:
+        if x >= nr_pages:
+            x = 0
+        walked += 1
+        virtpages -= 1
+        f2 = s.flags2[x]
+        if not (f2 & F2_PRESENT) or not (f2 & F2_MAPPED):
+            x += 1
+            continue
+        nid = s.node[x]
+        f = s.flags[x]
+        skip = (f & PG_PROTNONE) != 0
+        if not skip and s.tier[nid] == 0 and not (mode & NUMA_BALANCING_NORMAL):
+            skip = True
+        if not skip and (f & PG_DIRTY) and not (f2 & F2_ANON):   # dirty file: async migration would fail
+            skip = True
+        if not skip:
+            if s.tier[nid] != 0 and (mode & NUMA_BALANCING_MEMORY_TIERING):
+                s.stamp[x] = np.uint32(ms & mask)
+            s.flags[x] = f | PG_PROTNONE
+            s.counters[nid, NUMA_PTE_UPDATES] += 1
+            updated += 1
+            pages -= 1
+        x += 1
+    s.misc[MISC_NUMA_SCAN_OFFSET] = x
+    return walked * p[P_NUMA_SCAN_PTE_NS] + updated * p[P_NUMA_SCAN_UPDATE_NS]
+
+
+@jit
+def task_tick_numa(s, p, task, runtime, now):
+    """Runtime-driven trigger: once the task has run a scan period since its last stamp, the scan
+    work runs at its return to user (here: right away). Returns the cost of the scan, if any."""
+    if s.numa_scan[task, 1] == 0:
+        s.numa_scan[task, 1] = task_scan_start_ns(s, p)
+        s.numa_scan[task, 0] = s.numa_scan[task, 1]
+    if runtime < s.numa_scan[task, 0]:
+        return 0.0
+    period = s.numa_scan[task, 1]
+    s.numa_scan[task, 0] = runtime + period
+    cost = 0.0
+    if now >= s.misc[MISC_NUMA_NEXT_SCAN]:
+        s.misc[MISC_NUMA_NEXT_SCAN] = now + period
+        cost = task_numa_work(s, p, now)
+    return cost
+
+
+@jit
+def from_lru_putback(s, head, nid, nr):
+    lruvec_add_folio(s, head)
+    s.counters[nid, PGMIGRATE_FAIL] += nr
+
+
+@jit
+def do_numa_page(s, p, head, cpu_nid, now):
+    """A hint fault on a PROT_NONE folio: restore the PTE, count it, and in tiering mode promote a
+    slow-tier folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio).
+    No TLB shootdown is charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
+    s.flags[head] = (s.flags[head] & ~PG_PROTNONE) | PG_YOUNG
+    nid = s.node[head]
+    nr = folio_nr_pages(s, head)
+    cost = p[P_FAULT_NS] + p[P_NUMA_MIGRATE_CHECK_NS]
+    s.counters[cpu_nid, NUMA_HINT_FAULTS] += 1
+    if nid == cpu_nid:
+        s.counters[cpu_nid, NUMA_HINT_FAULTS_LOCAL] += 1
+    if not (np.int64(p[P_NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.tier[nid] == 0:
+        return cost
+    dst = cpu_nid
+    if not should_numa_migrate_memory(s, p, head, dst, nr, now_ms(now)):
+        return cost
+    if dst == nid:
+        return cost
+    if not migrate_balanced_pgdat(s, dst, nr):
+        wakeup_kswapd(s, p, dst, now)
+        return cost
+    if not (s.flags[head] & PG_LRU) or (s.flags[head] & PG_ISOLATED):
+        return cost
+    lruvec_del_folio(s, head)
+    if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
+        from_lru_putback(s, head, nid, nr)
+        return cost
+    s.flags[head] |= PG_ISOLATED
+    cost += move_isolated_folio(s, p, head, dst, now)
+    s.counters[dst, NUMA_PAGES_MIGRATED] += nr
+    s.counters[dst, PGPROMOTE_SUCCESS] += nr
+    return cost
+
+

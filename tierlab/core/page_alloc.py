@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .params import P_NUMA_BALANCING
 from .state import (
@@ -45,7 +45,7 @@ def setup_watermarks(managed: np.ndarray, min_free_kbytes: int, watermark_scale_
     return wm
 
 
-@jit
+@jit_inline
 def tiering_mode(p):
     return (np.int64(p[P_NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) != 0
 

@@ -17,6 +17,9 @@ PARAM_NAMES = (
     "hot_threshold_ms",               # debugfs numa_balancing/hot_threshold_ms
     "promote_rate_limit_MBps",        # /proc/sys/kernel/numa_balancing_promote_rate_limit_MBps
     "scan_period_max_ms",             # debugfs numa_balancing/scan_period_max_ms (threshold-adjust period)
+    "scan_period_min_ms",             # debugfs numa_balancing/scan_period_min_ms
+    "scan_delay_ms",                  # debugfs numa_balancing/scan_delay_ms
+    "scan_size_mb",                   # debugfs numa_balancing/scan_size_mb
     "pagecache_promotion_enabled",    # /sys/kernel/mm/numa/pagecache_promotion_enabled (RFC)
     "pagecache_promotion_cap",        # enum PromoCap: 0 RATE_LIMIT (v3 per-task cap), 1 UNLIMITED (v1/v2)
     "pagecache_promotion_order",      # enum PromoListOrder: 0 ADD_TAIL (v3), 1 ADD (earlier)
@@ -29,6 +32,8 @@ PARAM_NAMES = (
     "promotion_candidate_ns",
     "numa_migrate_check_ns",
     "task_work_ns",
+    "numa_scan_pte_ns",
+    "numa_scan_update_ns",
     "migrate_batch_ns",
     "migrate_folio_ns",
     "migrate_noncontig_ns",

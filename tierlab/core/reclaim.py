@@ -29,7 +29,8 @@ from ._jit import jit
 
 from .cost import note_bytes
 from .lru import (
-    can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, workingset_eviction,
+    can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, node_lru_pages,
+    workingset_eviction,
 )
 from .migrate import batch_cost, move_isolated_folio
 from .page_alloc import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
@@ -292,8 +293,10 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
 
 @jit
 def kswapd_step(s, p, nid, scratch):
-    """One step of balance_pgdat() on kswapd's own clock; kswapd sleeps once the node is balanced
-    or it made no progress MAX_RECLAIM_RETRIES times in a row."""
+    """One step of balance_pgdat() on kswapd's own clock. kswapd sleeps once the node is balanced.
+    A balance_pgdat() run that reclaims nothing after scanning the node's LRU twice over (the
+    equivalent of a full DEF_PRIORITY..1 sweep) counts one kswapd failure and kswapd sleeps; after
+    MAX_RECLAIM_RETRIES failures wakeup_kswapd() leaves the node to direct reclaim."""
     now = s.kswapd_clock[nid]
     if pgdat_balanced(s, p, nid):
         s.kswapd_awake[nid] = 0
@@ -301,10 +304,13 @@ def kswapd_step(s, p, nid, scratch):
     reclaimed, scanned, cost = reclaim_batch(s, p, nid, True, now, scratch)
     if reclaimed > 0:
         s.kswapd_failures[nid] = 0
+        s.kswapd_scanned[nid] = 0
     else:
-        s.kswapd_failures[nid] += 1
-    if s.kswapd_failures[nid] >= MAX_RECLAIM_RETRIES:
-        s.kswapd_awake[nid] = 0
+        s.kswapd_scanned[nid] += max(scanned, 1)
+        if s.kswapd_scanned[nid] > 2 * node_lru_pages(s, nid) + SWAP_CLUSTER_MAX:
+            s.kswapd_failures[nid] += 1
+            s.kswapd_scanned[nid] = 0
+            s.kswapd_awake[nid] = 0
     s.kswapd_clock[nid] = now + np.int64(max(cost, 100.0))
     if pgdat_balanced(s, p, nid):
         s.kswapd_awake[nid] = 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 # flags (folio->flags analogues)
 PG_REFERENCED = np.uint8(1)
@@ -61,7 +61,8 @@ MPOL_INTERLEAVE = 3
 
 # region kinds
 REGION_ANON = 0
-REGION_FILE = 1
+REGION_FILE = 1         # page cache reached through read()/write() only: no VMA, never NUMA-scanned
+REGION_FILE_MAPPED = 2  # a file mapped with mmap (a VMA the NUMA scanner walks)
 
 # watermark slots (enum zone_watermarks, one zone per node)
 WMARK_MIN = 0
@@ -114,6 +115,7 @@ class SimState(NamedTuple):
     kswapd_awake: np.ndarray      # int8[N]
     kswapd_clock: np.ndarray      # int64[N] ns
     kswapd_failures: np.ndarray   # int64[N]
+    kswapd_scanned: np.ndarray    # int64[N] pages scanned since kswapd last made progress
     tier: np.ndarray              # int8[N] 0 = top tier
     node_cpus: np.ndarray         # int64[N]
     zonelist: np.ndarray          # int8[N, N] fallback order by distance, -1 padded
@@ -139,12 +141,13 @@ class SimState(NamedTuple):
     task_end: np.ndarray          # int64[T] CPU clock when the task last ran
     task_last_page: np.ndarray    # int64[T] previous streamed page (stream continuity)
     promo_count: np.ndarray       # int64[T] pages on the promotion list (current->promo_count)
+    numa_scan: np.ndarray         # int64[T, 2]: node_stamp (runtime ns of the next scan tick), scan period ns
     marks: np.ndarray             # int64[T, M] clock at MARK ops
     nr_marks: np.ndarray          # int64[T]
     # global
     counters: np.ndarray          # int64[N, NR_VMSTAT_ITEMS]
     samples: np.ndarray           # int64[S, ncols]
-    misc: np.ndarray              # int64[8]: see MISC_* below
+    misc: np.ndarray              # int64[16]: see MISC_* below
     rng: np.ndarray               # uint64[1] xorshift state
 
 
@@ -154,6 +157,8 @@ MISC_SWAP_USED = 2
 MISC_NR_PAGES = 3
 MISC_NOW = 4          # latest virtual time reached by any CPU
 MISC_WAKEUPS = 5      # kswapd wake-ups so far (lets a running quantum yield to a woken kswapd)
+MISC_NUMA_NEXT_SCAN = 6   # mm->numa_next_scan in ns (one mm shared by all tasks)
+MISC_NUMA_SCAN_OFFSET = 7 # mm->numa_scan_offset as a page id
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -165,7 +170,7 @@ def page_state_bytes(nr_pages: int) -> int:
     return nr_pages * 16
 
 
-@jit
+@jit_inline
 def lru_sentinel(s, nid, lru):
     return s.node.shape[0] + nid * NR_LRU_LISTS + lru
 
@@ -182,7 +187,7 @@ def init_lists(prev, nxt, first_sentinel):
         nxt[i] = i
 
 
-@jit
+@jit_inline
 def list_add(s, head, x):
     """Insert x right after the sentinel (kernel list_add: newest end)."""
     n = s.next[head]
@@ -192,7 +197,7 @@ def list_add(s, head, x):
     s.next[head] = x
 
 
-@jit
+@jit_inline
 def list_add_tail(s, head, x):
     """Insert x right before the sentinel (kernel list_add_tail)."""
     p = s.prev[head]
@@ -202,7 +207,7 @@ def list_add_tail(s, head, x):
     s.prev[head] = x
 
 
-@jit
+@jit_inline
 def list_del(s, x):
     p = s.prev[x]
     n = s.next[x]
@@ -217,18 +222,18 @@ def list_empty(s, head):
     return s.next[head] == head
 
 
-@jit
+@jit_inline
 def folio_nr_pages(s, head):
     return np.int64(1) << (s.order[head] & ORDER_MASK)
 
 
-@jit
+@jit_inline
 def folio_head(s, page):
     o = s.order[page] & ORDER_MASK
     return page & ~((np.int64(1) << o) - 1)
 
 
-@jit
+@jit_inline
 def folio_lru(s, head):
     """Which classic LRU list a folio belongs on: 2*file + active (folio_lru_list)."""
     lru = 0

@@ -28,6 +28,7 @@ class Region:
     policy: str = "default"   # default (local), bind, preferred, interleave
     nodes: tuple[int, ...] = ()
     order: int = 0            # folio order used on faults
+    mapped: bool = False      # file regions: also mapped with mmap (a VMA the NUMA scanner walks)
 
     def __post_init__(self):
         if self.kind not in ("anon", "file"):

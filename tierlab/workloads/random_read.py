@@ -32,7 +32,7 @@ class RandomRead(Workload):
         "dist": choice_param("uniform", ("uniform", "zipf"), "access distribution"),
         "zipf_theta": float_param(0.99, "zipf exponent (dist=zipf)", lo=0.0, hi=5.0),
         "target": choice_param("file", ("file", "anon"), "what is read"),
-        "io": choice_param("read", ("read", "mmap"), "file access: read() calls or loads through mmap"),
+        "io": choice_param("mmap", ("mmap", "read"), "file access: 4 KiB loads through mmap (NUMA-scanned) or pread() calls"),
         "policy": policy_param("default", "memory policy of the region, e.g. bind:1"),
         "prefault": int_param(0, "1: populate the region sequentially first (untimed, ends with a MARK)", lo=0),
     }
@@ -51,7 +51,8 @@ class RandomRead(Workload):
 
     def regions(self) -> list[Region]:
         pol, nodes = self.policy
-        return [Region("data", "anon" if self.target == "anon" else "file", self.pages, pol, nodes)]
+        mapped = self.target == "file" and self.io == "mmap"
+        return [Region("data", "anon" if self.target == "anon" else "file", self.pages, pol, nodes, mapped=mapped)]
 
     def nr_marks(self) -> int:
         return 2
