@@ -14,7 +14,6 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tierlab needs python >= 3.11; found " + sys.version.split()[0] + " (set PYTHON=python3.11 or newer)")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade --quiet pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 

@@ -1,0 +1,193 @@
+"""The command line: `list`, `run` (formats, Parquet output, errors before any work), `--help`."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tierlab import cli
+from tierlab.cli import main
+from tierlab.core.vmstat import VMSTAT_NAMES
+from tierlab.output import read_parquet
+
+SMALL = ["run", "--machine", "qemu-2node", "--workload", "random-read", "--scale", "64",
+         "--param", "file_size=2GiB", "--param", "accesses=20000", "--param", "policy=bind:0",
+         "--set", "demotion_enabled=1", "--seed", "3"]
+
+
+def run_json(capsys, argv) -> dict:
+    assert main(argv + ["--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def error_line(capsys, argv) -> str:
+    """Run a command that must fail on bad input: exit 2, one line on stderr, nothing on stdout."""
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    lines = cap.err.strip().splitlines()
+    assert len(lines) == 1, cap.err
+    assert lines[0].startswith("tierlab: error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def no_simulation(monkeypatch):
+    """Fail the test if anything reaches the engine."""
+    from tierlab import api
+
+    def boom(*a, **k):
+        raise AssertionError("the simulation ran before the input was validated")
+    monkeypatch.setattr(api.Simulation, "run", boom)
+
+
+# ---- list ---------------------------------------------------------------------------------------
+
+def test_list_knobs(capsys):
+    assert main(["list", "knobs"]) == 0
+    out = capsys.readouterr().out
+    for name in ("numa_balancing", "demotion_enabled", "/proc/sys/kernel/numa_balancing"):
+        assert name in out
+    row = next(line for line in out.splitlines() if line.startswith("min_free_kbytes"))
+    assert "computed" in row
+
+
+def test_list_machines_workloads_costs(capsys):
+    assert main(["list", "machines"]) == 0
+    out = capsys.readouterr().out
+    assert "qemu-2node" in out and "dram-cxl-1tb" in out and "machines" in out
+    assert main(["list", "workloads"]) == 0
+    out = capsys.readouterr().out
+    assert "random-read" in out and "file_size" in out and "1GiB" in out
+    assert main(["list", "costs", "--format", "json"]) == 0
+    costs = json.loads(capsys.readouterr().out)
+    assert {"name", "default", "unit", "source"} <= set(costs[0])
+    assert any(c["name"] == "fault_ns" for c in costs)
+
+
+# ---- bad input: exit 2, one line naming the key, before any work -------------------------------
+
+@pytest.mark.parametrize("extra, names", [
+    (["--set", "no_such_knob=1"], ["no_such_knob", "demotion_enabled"]),
+    (["--set", "demotion_enabled=7"], ["demotion_enabled", "0 .. 1"]),
+    (["--param", "no_such_param=1"], ["no_such_param", "file_size"]),
+    (["--param", "file_size=4XB"], ["file_size", "4XB", "GiB"]),
+    (["--param", "file_size"], ["--param", "key=value"]),
+    (["--set", "numa_balancing"], ["--set", "numa_balancing"]),
+    (["--scale", "0"], ["scale"]),
+])
+def test_bad_input_names_the_key(capsys, no_simulation, extra, names):
+    line = error_line(capsys, SMALL + extra)
+    for n in names:
+        assert n in line
+
+
+def test_unknown_machine_and_workload(capsys, no_simulation):
+    line = error_line(capsys, ["run", "--machine", "no-such-machine", "--workload", "random-read"])
+    assert "no-such-machine" in line and "qemu-2node" in line
+    line = error_line(capsys, ["run", "--machine", "qemu-2node", "--workload", "no-such-workload"])
+    assert "no-such-workload" in line and "random-read" in line
+    line = error_line(capsys, ["run", "--machine", "/nonexistent/m.toml", "--workload", "random-read"])
+    assert "/nonexistent/m.toml" in line
+
+
+def test_usage_errors_are_one_line(capsys):
+    line = error_line(capsys, ["run", "--machine", "qemu-2node"])
+    assert "--workload" in line
+    line = error_line(capsys, ["list", "nothing"])
+    assert "machines" in line
+
+
+def test_out_in_missing_directory_fails_before_work(capsys, no_simulation, tmp_path):
+    line = error_line(capsys, SMALL + ["--out", str(tmp_path / "missing" / "r.parquet")])
+    assert "--out" in line
+
+
+# ---- run ----------------------------------------------------------------------------------------
+
+def test_run_json_has_kernel_counters(capsys):
+    d = run_json(capsys, SMALL)
+    assert set(d["counters"]) == set(VMSTAT_NAMES)
+    assert d["counters"]["pgpgin"] > 0 and d["counters"]["pgalloc"] > 0
+    assert d["sim_time_s"] > 0 and len(d["task_times_s"]) == 1
+    assert set(d["nr_free_pages"]) == {"0", "1"}
+    assert d["config"]["machine"] == "qemu-2node" and d["config"]["knobs"] == {"demotion_enabled": "1"}
+
+
+def test_same_command_twice_gives_identical_counters(capsys):
+    a = run_json(capsys, SMALL)
+    b = run_json(capsys, SMALL)
+    assert a["counters"] == b["counters"]
+    assert a["sim_time_s"] == b["sim_time_s"]
+
+
+def test_run_table_and_csv(capsys):
+    assert main(SMALL) == 0
+    out = capsys.readouterr().out
+    assert "simulated time" in out and "pgpgin" in out and "node0" in out
+    assert main(SMALL + ["--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "counter,value"
+    assert len(lines) == 1 + len(VMSTAT_NAMES)
+    assert any(line.startswith("pgpgin,") for line in lines)
+
+
+def test_file_read_cycle_times(capsys):
+    d = run_json(capsys, ["run", "--machine", "dram-cxl-1tb", "--workload", "file-read", "--scale", "4096",
+                          "--param", "file_size=128GiB", "--param", "cycles=3", "--param", "file_policy=bind:1"])
+    assert len(d["cycle_times_s"]) == 3 and all(x > 0 for x in d["cycle_times_s"])
+
+
+def test_run_out_writes_parquet(capsys, tmp_path):
+    out = tmp_path / "r.parquet"
+    d = run_json(capsys, SMALL + ["--out", str(out)])
+    ts, meta = read_parquet(out)
+    assert meta["counters"] == d["counters"] and meta["config"] == d["config"]
+    assert meta["format_version"] == 1
+    assert list(ts.columns[:2]) == ["time_s", VMSTAT_NAMES[0]] and "node1_nr_free_pages" in ts.columns
+    assert len(pd.read_parquet(out)) == len(ts)
+    assert sorted(os.listdir(tmp_path)) == ["r.parquet"]
+
+
+def test_failing_run_leaves_no_file(capsys, tmp_path):
+    """An anonymous region larger than the machine, with no swap and no demotion: out of memory."""
+    out = tmp_path / "r.parquet"
+    line = error_line(capsys, ["run", "--machine", "qemu-2node", "--workload", "random-read",
+                               "--scale", "64", "--param", "target=anon", "--param", "file_size=16GiB",
+                               "--param", "accesses=1000", "--out", str(out)])
+    assert "out of memory" in line
+    assert os.listdir(tmp_path) == []
+
+
+def test_failing_write_leaves_no_file(capsys, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    def broken(table, path, *a, **k):
+        with open(path, "wb") as f:
+            f.write(b"PAR1 half a file")
+        raise OSError("disk full")
+    monkeypatch.setattr(pq, "write_table", broken)
+    out = tmp_path / "r.parquet"
+    assert main(SMALL + ["--out", str(out)]) == 1
+    assert "disk full" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+# ---- hooks and entry points ---------------------------------------------------------------------
+
+def test_extra_command_registry(capsys, monkeypatch):
+    monkeypatch.setitem(cli.COMMANDS, "missing", "tierlab.no_such_module:add_commands")
+    assert main(["trace", "--help"]) == 0
+    assert "record" in capsys.readouterr().out
+
+
+def test_python_m_tierlab_help():
+    p = subprocess.run([sys.executable, "-m", "tierlab", "--help"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    for cmd in ("run", "list", "trace", "bench"):
+        assert cmd in p.stdout
