@@ -1,0 +1,150 @@
+"""Small helpers for hand-worked engine tests: tiny machines, scripted workloads, list walking.
+
+Everything here drives the public pieces (Machine.from_dict, Kernel, Simulation, Chunk) and reads
+`sim.state`; nothing patches the engine.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tierlab.api import Simulation
+from tierlab.core import state as st
+from tierlab.core.engine import OP_LOAD, OP_READ, OP_STORE, OP_SYSCALL_END, OP_WRITE  # noqa: F401
+from tierlab.core.vmstat import VMSTAT_NAMES
+from tierlab.kernel import Kernel
+from tierlab.machine import Machine
+from tierlab.workloads.base import Chunk, Region, Workload
+
+READ = OP_READ | OP_SYSCALL_END
+WRITE = OP_WRITE | OP_SYSCALL_END
+LOAD = OP_LOAD
+STORE = OP_STORE
+
+DRAM = 576
+CXL = 2880
+
+
+def machine(*nodes, distance=None, name="tiny"):
+    """nodes: (pages, cpus, adistance) tuples. Every node has the same access costs."""
+    d = {
+        "name": name,
+        "nodes": [
+            {"name": f"n{i}", "capacity": f"{pages}pages", "cpus": cpus, "adistance": adist,
+             "seq_4k_ns": 200.0, "rand_line_ns": 100.0, "write_line_ns": 110.0, "bandwidth_GBps": 100.0}
+            for i, (pages, cpus, adist) in enumerate(nodes)
+        ],
+    }
+    if distance is not None:
+        d["distance"] = distance
+    return Machine.from_dict(d)
+
+
+class Scripted(Workload):
+    """A workload whose accesses are given by the test (sim.run(chunks=...))."""
+    name = "scripted"
+    params = {}
+
+    def __init__(self, regions, nr_tasks=1):
+        super().__init__()
+        self._regions = list(regions)
+        self._nr_tasks = nr_tasks
+
+    @property
+    def nr_tasks(self):
+        return self._nr_tasks
+
+    def regions(self):
+        return self._regions
+
+    def chunks(self, seed):
+        return iter(())
+
+    def nr_marks(self):
+        return 4
+
+
+def make_sim(mach, regions, nr_tasks=1, seed=0, **knobs):
+    return Simulation(mach, Kernel(**knobs), Scripted(regions, nr_tasks), seed=seed)
+
+
+def chunk(*per_task):
+    """per_task: one sequence of (page, op) per task."""
+    offs = [0]
+    pages, ops = [], []
+    for seq in per_task:
+        for pg, op in seq:
+            pages.append(int(pg))
+            ops.append(int(op))
+        offs.append(len(pages))
+    return Chunk(np.array(offs, np.int64), np.array(pages, np.int64), np.array(ops, np.uint8))
+
+
+def run(sim, *per_task):
+    sim.run(chunks=[chunk(*per_task)])
+    return sim
+
+
+def seq(pages, op):
+    return [(int(p), op) for p in pages]
+
+
+def base(sim, region):
+    return int(sim.state.region_start[region])
+
+
+def counters(sim):
+    """Global counters by kernel name."""
+    tot = sim.state.counters.sum(axis=0)
+    return {n: int(tot[i]) for i, n in enumerate(VMSTAT_NAMES)}
+
+
+def node_counter(sim, nid, name):
+    return int(sim.state.counters[nid, VMSTAT_NAMES.index(name)])
+
+
+def lru_list(s, nid, lru):
+    """Folio heads on a list, newest (head) first, following `next` from the sentinel."""
+    sent = st.lru_sentinel(s, nid, lru)
+    out = []
+    x = int(s.next[sent])
+    guard = 0
+    while x != sent:
+        out.append(x)
+        x = int(s.next[x])
+        guard += 1
+        assert guard <= s.node.shape[0], "list does not return to its sentinel"
+    return out
+
+
+def lru_list_backwards(s, nid, lru):
+    sent = st.lru_sentinel(s, nid, lru)
+    out = []
+    x = int(s.prev[sent])
+    guard = 0
+    while x != sent:
+        out.append(x)
+        x = int(s.prev[x])
+        guard += 1
+        assert guard <= s.node.shape[0], "list does not return to its sentinel"
+    return out[::-1]
+
+
+def where(s, page):
+    """(node, lru) of a folio on an LRU list, or None."""
+    for nid in range(s.free.shape[0]):
+        for lru in range(st.NR_LRU_LISTS):
+            if page in lru_list(s, nid, lru):
+                return nid, lru
+    return None
+
+
+def has(s, page, flag):
+    return bool(s.flags[page] & flag)
+
+
+def has2(s, page, flag):
+    return bool(s.flags2[page] & flag)
+
+
+def present(s, page):
+    return has2(s, page, st.F2_PRESENT)
