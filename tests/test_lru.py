@@ -291,7 +291,8 @@ def test_folio_check_references_table(anon, mapped, young, ref, verdict, ref_aft
 
 
 def test_mapped_young_folio_kept_once_then_activated():
-    sim = make_sim(node256(), [Region("map", "file", 4), Region("f", "file", 2000)], lru_batch_size=1)
+    sim = make_sim(node256(), [Region("map", "file", 4, mapped=True), Region("f", "file", 2000)],
+                   lru_batch_size=1)
     s = sim.state
     F = base(sim, 1)
     M = [0, 1, 2, 3]
