@@ -37,8 +37,8 @@ from .params import (
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, MISC_NUMA_NEXT_SCAN, MISC_NUMA_SCAN_OFFSET, NBP_RL_NR_CAND,
     NBP_RL_START, NBP_TH_NR_CAND, NBP_TH_START, NBP_THRESHOLD, PG_DIRTY, PG_ISOLATED, PG_LRU,
-    PG_PROTNONE, PG_YOUNG, WMARK_HIGH, WMARK_MIN, WMARK_PROMO,
-    folio_nr_pages,
+    PG_PROTNONE, PG_YOUNG, REGION_FILE, WMARK_HIGH, WMARK_MIN, WMARK_PROMO,
+    folio_nr_pages, region_of,
 )
 from .vmstat import (
     NUMA_HINT_FAULTS, NUMA_HINT_FAULTS_LOCAL, NUMA_PAGES_MIGRATED, NUMA_PTE_UPDATES,
@@ -181,9 +181,19 @@ def task_numa_work(s, p, now):
     x = s.misc[MISC_NUMA_SCAN_OFFSET]
     walked = 0
     updated = 0
-    while pages > 0 and virtpages > 0 and walked < nr_pages:
+    r = region_of(s, x if x < nr_pages else 0)
+    skipped = 0
+    while pages > 0 and virtpages > 0 and walked + skipped < nr_pages:
         if x >= nr_pages:
             x = 0
+            r = 0
+        while x >= s.region_start[r + 1]:
+            r += 1
+        if s.region_kind[r] == REGION_FILE:
+            # page cache reached only through read(): no VMA, nothing to walk
+            skipped += s.region_start[r + 1] - x
+            x = s.region_start[r + 1]
+            continue
         walked += 1
         virtpages -= 1
         f2 = s.flags2[x]

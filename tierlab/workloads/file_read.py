@@ -18,9 +18,9 @@ from typing import Iterator
 
 import numpy as np
 
-from ..core.engine import OP_MARK, OP_READ, OP_STREAM, OP_STORE, OP_SYSCALL_END
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
+from ._kernels import fill_file_read
 from .base import CHUNK_ACCESSES, Chunk, Region, Workload, int_param, policy_param, size_param
 
 MAX_RW_COUNT = (1 << 31) - PAGE_SIZE
@@ -73,36 +73,17 @@ class FileRead(Workload):
     def nr_marks(self) -> int:
         return self.cycles + self.warmup
 
-    def _task_stream(self, t: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Accesses [start, start+n) of task t's stream: optional buffer touch, then passes."""
-        F = self.file_pages
-        B = self.buffer_pages if self.warmup else 0
-        base = t * (F + self.buffer_pages)
-        idx = np.arange(start, start + n, dtype=np.int64)
-        pages = np.empty(n, dtype=np.int64)
-        ops = np.empty(n, dtype=np.uint8)
-        in_buf = idx < B
-        pages[in_buf] = base + F + idx[in_buf]
-        ops[in_buf] = OP_STORE
-        j = idx[~in_buf] - B
-        pos = j % F
-        pages[~in_buf] = base + pos
-        op = np.full(j.shape[0], OP_READ | OP_STREAM, dtype=np.uint8)
-        ppc = self.pages_per_call
-        end_call = ((pos + 1) % ppc == 0) | (pos == F - 1)
-        op[end_call] |= OP_SYSCALL_END
-        op[pos == F - 1] |= OP_MARK
-        ops[~in_buf] = op
-        return pages, ops
-
     def stream_length(self) -> int:
         return (self.buffer_pages if self.warmup else 0) + self.file_pages * (self.cycles + self.warmup)
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
         total = self.stream_length()
         per_task = max(1, CHUNK_ACCESSES // self.tasks)
+        F, B = self.file_pages, (self.buffer_pages if self.warmup else 0)
         for start in range(0, total, per_task):
             n = min(per_task, total - start)
-            parts = [self._task_stream(t, start, n) for t in range(self.tasks)]
-            offsets = np.arange(self.tasks + 1, dtype=np.int64) * n
-            yield Chunk(offsets, np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]))
+            pages = np.empty(n * self.tasks, dtype=np.int64)
+            ops = np.empty(n * self.tasks, dtype=np.uint8)
+            for t in range(self.tasks):
+                fill_file_read(pages, ops, t * n, start, n, t * (F + self.buffer_pages), F, B, self.pages_per_call)
+            yield Chunk(np.arange(self.tasks + 1, dtype=np.int64) * n, pages, ops)
