@@ -15,7 +15,7 @@ from tierlab.core.vmstat import VMSTAT_NAMES
 from tierlab.output import read_parquet
 
 SMALL = ["run", "--machine", "qemu-2node", "--workload", "random-read", "--scale", "64",
-         "--param", "file_size=2GiB", "--param", "accesses=20000", "--param", "policy=bind:0",
+         "--param", "file_size=2GiB", "--param", "accesses=20000",
          "--set", "demotion_enabled=1", "--seed", "3"]
 
 
