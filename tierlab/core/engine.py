@@ -99,7 +99,9 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     cpu_nid = s.cpu_node[cpu]
     f2 = s.flags2[page]
     mapped_access = kind <= OP_STORE
-    if anon and kind == OP_LOAD and not (f2 & (F2_SWAPPED | F2_MAPPED)):
+    if anon and kind == OP_LOAD and not (f2 & F2_SWAPPED):
+        if f2 & F2_MAPPED:
+            return 0.0, True     # already mapped to the zero page: a plain load
         # read fault on untouched anonymous memory maps the shared zero page
         s.flags2[page] = f2 | F2_MAPPED
         s.counters[cpu_nid, PGFAULT] += 1
@@ -151,22 +153,26 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
 def access(s, p, task, cpu, page, op, clock, scratch, cands):
     """One access by `task`. Returns (cost in ns, ok)."""
     cost = 0.0
-    if not (s.flags2[page] & F2_PRESENT):
+    head = folio_head(s, page)
+    if not (s.flags2[head] & F2_PRESENT):
         c, ok = fault_in(s, p, task, cpu, page, op, clock, scratch, cands)
         if not ok:
             return c, False
         cost += c
-        if not (s.flags2[page] & F2_PRESENT):
+        head = folio_head(s, page)
+        if not (s.flags2[head] & F2_PRESENT):
             # zero page: a cache-line read from the local node
             return cost + line_load_ns(s, p, s.cpu_node[cpu], clock), True
-    head = folio_head(s, page)
     kind = op & OP_KIND_MASK
     nid = s.node[head]
     now = clock + np.int64(cost)
     if kind >= OP_READ:
-        # filemap_read()/write(): folio_mark_accessed and a 4 KiB copy
+        # filemap_read()/write(): folio_mark_accessed and a 4 KiB copy. A read() that starts in
+        # the folio the previous read() ended in does not mark it again (pos_same_folio()).
         cost += p[P_FMA_NS]
-        if folio_mark_accessed(s, head):
+        same = s.task_call_start[task] != 0 and folio_head(s, s.task_last_page[task]) == head
+        s.task_call_start[task] = 1 if (op & OP_SYSCALL_END) else 0
+        if not same and folio_mark_accessed(s, head):
             if tiering_mode(p) and not (s.flags[head] & PG_ISOLATED):
                 cost += p[P_FMA_HOOK_CHECK_NS]
                 if p[P_PAGECACHE_PROMOTION_ENABLED] != 0:

@@ -123,8 +123,10 @@ def workingset_eviction(s, head):
     """Age the lruvec and leave a shadow entry (eviction age + workingset bit) in the page's slot."""
     nid = s.node[head]
     nr = folio_nr_pages(s, head)
-    workingset_age_nonresident(s, nid, nr)
+    # the shadow records the age before this eviction is counted, so a refault's distance
+    # includes the folio's own eviction
     s.stamp[head] = np.uint32(s.nonresident_age[nid] & 0xFFFFFFFF)
+    workingset_age_nonresident(s, nid, nr)
     if s.flags2[head] & F2_ANON:
         s.flags2[head] |= F2_SWAPPED
     else:

@@ -139,7 +139,8 @@ class SimState(NamedTuple):
     task_cpu: np.ndarray          # int64[T]
     task_runtime: np.ndarray      # int64[T] ns of CPU time consumed
     task_end: np.ndarray          # int64[T] CPU clock when the task last ran
-    task_last_page: np.ndarray    # int64[T] previous streamed page (stream continuity)
+    task_last_page: np.ndarray    # int64[T] previous page read()/written (stream continuity, pos_same_folio)
+    task_call_start: np.ndarray   # int8[T] 1 when the task's next access starts a new system call
     promo_count: np.ndarray       # int64[T] pages on the promotion list (current->promo_count)
     numa_scan: np.ndarray         # int64[T, 2]: node_stamp (runtime ns of the next scan tick), scan period ns
     marks: np.ndarray             # int64[T, M] clock at MARK ops

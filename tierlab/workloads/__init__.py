@@ -5,8 +5,9 @@ from ..errors import ConfigError
 from .base import Chunk, Region, Workload
 from .file_read import FileRead
 from .random_read import RandomRead
+from .trace import TraceWorkload
 
-WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, RandomRead)}
+WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, RandomRead, TraceWorkload)}
 
 
 def register(cls: type[Workload]) -> type[Workload]:
