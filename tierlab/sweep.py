@@ -422,7 +422,7 @@ class _Validator:
 
     def normalize(self, cfg: dict) -> dict:
         """Validate `cfg` and return it normalised: scale float, seed int, knob values as the kernel
-        parses them, costs floats; params as written."""
+        parses them (knobs at their default left out), costs floats; params as written."""
         for k in cfg:
             if k not in self.api.CONFIG_KEYS:
                 raise ConfigError(f"unknown config key {k!r}; accepted: {', '.join(sorted(self.api.CONFIG_KEYS))}")
@@ -443,7 +443,9 @@ class _Validator:
         for k, v in (cfg.get("knobs") or {}).items():
             if k not in self.KNOBS:
                 raise ConfigError(f"unknown knob {k!r}; accepted knobs: {', '.join(self.KNOBS)}")
-            knobs[k] = self.KNOBS[k].parse(v)
+            x = self.KNOBS[k].parse(v)
+            if self.KNOBS[k].default is None or x != float(self.KNOBS[k].default):
+                knobs[k] = x   # a knob at the kernel's default is the same run as an unset one
         out["knobs"] = knobs
         costs = {}
         for k, v in (cfg.get("costs") or {}).items():
@@ -721,7 +723,7 @@ def _iter_local(todo: list[Run], workers: int):
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["tierlab.api"])
+        ctx.set_forkserver_preload(["tierlab._sweep_warm"])
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
     try:
         futs = {pool.submit(execute_run, r.config): r for r in todo}
@@ -763,7 +765,7 @@ def _dask_client(scheduler: str | None, workers: int | None, client=None):
         return c, c.close
     import logging
     cluster = LocalCluster(n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)
     c = Client(cluster)
 
     def close():
@@ -1046,11 +1048,7 @@ def main_sweep(args) -> int:
     df, stats = sweep(spec, out, executor=executor, workers=args.workers, scheduler=args.scheduler,
                       progress=args.progress)
     print(f"{spec.name}: {stats.summary()} ({stats.wall_s:.1f} s)", file=sys.stderr)
-    if stats.failed:
-        for run, msg in stats.failed:
-            print(f"tierlab: failed: run {run.index + 1} ({run.label()}): {msg}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if stats.failed else 0   # each failure was reported when it happened
 
 
 def main(argv: list[str] | None = None) -> int:
