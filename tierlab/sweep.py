@@ -494,18 +494,24 @@ class _Validator:
 
 
 def _attribute(spec: Spec, varied: dict, raw: dict, msg: str) -> tuple[str, str | None]:
-    """Which spec entry an error message is about: (section, key) of a varied key or a base key whose
-    name the message mentions; varied keys first."""
+    """Which spec entry an error message is about: (section, key) of a varied or base key whose name
+    the message quotes or starts with, else one whose name it mentions; varied keys first, the base's
+    top-level keys (machine, workload, ...) last."""
     cands = [("grid", k) for k in spec.grid] + [("zip", k) for z in spec.zips for k in z]
+    tops = []
     for k, v in spec.base.items():
         if isinstance(v, dict):
             cands += [("base", f"{k}.{k2}") for k2 in v]
         else:
-            cands.append(("base", k))
-    for sect, key in cands:
-        leaf = key.split(".")[-1]
-        if re.search(r"(^|[\s'\"(,])" + re.escape(leaf) + r"(['\":,\s)]|$)", msg):
-            return sect, key
+            tops.append(("base", k))
+    cands += tops
+    for strong in (True, False):
+        for sect, key in cands:
+            leaf = re.escape(key.split(".")[-1])
+            pat = (rf"(^{leaf}\s*[:=]|['\"]{leaf}['\"])" if strong
+                   else r"(^|[\s'\"(,])" + leaf + r"(['\":,\s)]|$)")
+            if re.search(pat, msg):
+                return sect, key
     return "", None
 
 
@@ -692,12 +698,48 @@ def execute_run(config: dict) -> dict:
     return rec
 
 
-def _worker_init() -> None:
-    """Pool workers die with their parent (a SIGKILLed sweep leaves no orphan computing)."""
+def _worker_init(driver_pid: int) -> None:
+    """Pool workers die with the sweep that started them, so a SIGKILLed sweep leaves no orphan
+    computing. Forkserver workers are children of the fork server, not of the sweep, and hold the
+    server's liveness pipe open; so a thread watches the sweep's process (pidfd) and exits the worker
+    when it ends (at the latest when the current numba call returns the GIL)."""
     with contextlib.suppress(Exception):
         import ctypes
         import signal
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    import threading
+    threading.Thread(target=_watch_driver, args=(driver_pid,), name="tierlab-sweep-watchdog", daemon=True).start()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2:].split()[0] not in ("Z", "X")
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
+def _watch_driver(pid: int) -> None:
+    import select
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None:
+        select.select([fd], [], [])   # a pidfd turns readable when the process ends
+    else:
+        while _pid_alive(pid):
+            time.sleep(1.0)
+    os._exit(1)
 
 
 def default_workers() -> int:
@@ -724,7 +766,8 @@ def _iter_local(todo: list[Run], workers: int):
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(["tierlab._sweep_warm"])
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(os.getpid(),))
     try:
         futs = {pool.submit(execute_run, r.config): r for r in todo}
         for f in as_completed(futs):
@@ -929,6 +972,7 @@ def assemble(spec, out_dir, runs: list[Run] | None = None):
     """The sweep table from the stored runs (finished runs only, in plan order). Columns: run_key,
     each varied key (spec spelling of the value), seed, every counter (kernel names), sim_time_s,
     task_times_s (list), cycle_times_s (list; when any run recorded marks), wall_s."""
+    import numpy as np
     import pandas as pd
     spec = load_spec(spec)
     runs = runs if runs is not None else plan(spec)
@@ -951,9 +995,10 @@ def assemble(spec, out_dir, runs: list[Run] | None = None):
     for c in counter_names:
         cols[c] = [int(doc["counters"].get(c, 0)) for _, doc in recs]
     cols["sim_time_s"] = [float(doc["sim_time_s"]) for _, doc in recs]
-    cols["task_times_s"] = [[float(x) for x in doc.get("task_times_s", [])] for _, doc in recs]
+    # list columns hold float64 arrays, as pandas.read_parquet gives them back
+    cols["task_times_s"] = [np.asarray(doc.get("task_times_s", []), dtype=np.float64) for _, doc in recs]
     if any(doc.get("cycle_times_s") is not None for _, doc in recs):
-        cols["cycle_times_s"] = [[float(x) for x in (doc.get("cycle_times_s") or [])] for _, doc in recs]
+        cols["cycle_times_s"] = [np.asarray(doc.get("cycle_times_s") or [], dtype=np.float64) for _, doc in recs]
     cols["wall_s"] = [float(doc.get("wall_s", float("nan"))) for _, doc in recs]
     df = pd.DataFrame(cols)
     for c in counter_names + ["seed"]:
