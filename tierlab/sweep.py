@@ -887,51 +887,62 @@ def sweep(spec, out_dir, executor: str = "local", workers: int | None = None, sc
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ConfigError(f"--out {out_dir!r}: exists and is not a directory")
-    os.makedirs(runs_dir(out_dir), exist_ok=True)
     failed: list[tuple[Run, str]] = []
-    with _locked(out_dir):
-        clean_temp_files(out_dir)
-        stored = done_keys(out_dir)
-        todo = [r for r in runs if not (r.key in stored and load_run(out_dir, r.key) is not None)]
-        done_before = len(runs) - len(todo)
-        bar = _progress_bar(progress, len(runs), done_before, spec.name)
-        ran = 0
-        close = None
-        it = None
-        try:
-            if todo:
-                if executor == "serial":
-                    it = _iter_serial(todo)
-                elif executor == "local":
-                    n = _pool_workers(workers, len(todo), getattr(spec, "_max_state_bytes", 0))
-                    it = _iter_serial(todo) if n == 1 and workers is None and len(todo) == 1 else _iter_local(todo, n)
-                else:
-                    c, close = _dask_client(scheduler, workers, client)
-                    it = _iter_dask(todo, c)
-                for run, rec, exc in it:
-                    if exc is not None:
-                        msg = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TierlabError) else str(exc)
-                        failed.append((run, msg))
-                        line = f"tierlab: run {run.index + 1} ({run.label()}) failed: {msg}"
-                        (bar.write(line, file=sys.stderr) if bar is not None else print(line, file=sys.stderr))
+    close = None
+    dask_client = None
+    if executor == "dask" and any(r.key not in done_keys(out_dir) for r in runs):
+        dask_client, close = _dask_client(scheduler, workers, client)   # connect before writing anything
+    try:
+        os.makedirs(runs_dir(out_dir), exist_ok=True)
+        with _locked(out_dir):
+            clean_temp_files(out_dir)
+            stored = done_keys(out_dir)
+            todo = [r for r in runs if not (r.key in stored and load_run(out_dir, r.key) is not None)]
+            done_before = len(runs) - len(todo)
+            bar = _progress_bar(progress, len(runs), done_before, spec.name)
+            ran = 0
+            it = None
+            try:
+                if todo:
+                    if executor == "serial":
+                        it = _iter_serial(todo)
+                    elif executor == "local":
+                        n = _pool_workers(workers, len(todo), getattr(spec, "_max_state_bytes", 0))
+                        it = _iter_serial(todo) if n == 1 and workers is None and len(todo) == 1 else _iter_local(todo, n)
                     else:
-                        store_run(out_dir, run, rec, version)
-                        ran += 1
-                        if on_run is not None:
-                            on_run(run, rec)
-                    if bar is not None:
-                        bar.update(1)
-                        if failed:
-                            bar.set_postfix(failed=len(failed))
-        finally:
-            if it is not None:
-                it.close()
-            if bar is not None:
-                bar.close()
-            if close is not None:
-                close()
-            df = assemble(spec, out_dir, runs)
-            tpath = write_table(df, spec, out_dir, runs)
+                        if dask_client is None:
+                            dask_client, close = _dask_client(scheduler, workers, client)
+                        it = _iter_dask(todo, dask_client)
+                    for run, rec, exc in it:
+                        if exc is not None:
+                            msg = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TierlabError) else str(exc)
+                            failed.append((run, msg))
+                            line = f"tierlab: run {run.index + 1} ({run.label()}) failed: {msg}"
+                            (bar.write(line, file=sys.stderr) if bar is not None else print(line, file=sys.stderr))
+                        else:
+                            store_run(out_dir, run, rec, version)
+                            ran += 1
+                            if on_run is not None:
+                                on_run(run, rec)
+                        if bar is not None:
+                            bar.update(1)
+                            if failed:
+                                bar.set_postfix(failed=len(failed))
+            finally:
+                if it is not None:
+                    it.close()
+                if bar is not None:
+                    bar.close()
+                # the table of every finished run, also after a failure or Ctrl-C
+                df = assemble(spec, out_dir, runs)
+                tpath = table_path(out_dir, spec)
+                if len(df) or os.path.exists(tpath):
+                    write_table(df, spec, out_dir, runs)
+                else:
+                    tpath = None
+    finally:
+        if close is not None:
+            close()
     stats = SweepStats(total=len(runs), done_before=done_before, ran=ran, failed=failed, table=tpath,
                        wall_s=time.perf_counter() - t_start)
     df.attrs["sweep"] = {"total": stats.total, "done_before": stats.done_before, "ran": stats.ran,
