@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as hs
 
 from simkit import CXL, DRAM, READ, STORE, counters, machine, make_sim, node_counter, run, seq
@@ -115,7 +115,7 @@ def accesses(regions, lengths, mix):
             write = rng.random() < mix["p_write"]
             if regions[r].kind == "anon":
                 kind = OP_STORE if write else OP_LOAD
-            elif regions[r].mapped and rng.random() < 0.5:
+            elif regions[r].mapped and rng.random() < mix.get("mapped_load", 0.5):
                 kind = OP_STORE if write else OP_LOAD
             else:
                 kind = OP_WRITE if write else OP_READ
@@ -307,6 +307,48 @@ def test_state_invariants_large_folios(scn):
         ok = run_chunk(sim, ch)
         check_invariants(sim)
         assume(ok)
+
+
+@hs.composite
+def page_cache_scenarios(draw):
+    """Only page cache (read() or mmap), on nodes large enough that the per-CPU lru_add batches are
+    a small part of them: all of it is reclaimable, so no allocation may fail."""
+    cap = draw(hs.sampled_from([256, 1024, 2048]))
+    nodes = [(cap, 1, DRAM)]
+    if draw(hs.booleans()):
+        nodes.append((draw(hs.sampled_from([256, 4096])), 0, CXL))
+    regions = []
+    for i in range(draw(hs.integers(1, 2))):
+        mapped = draw(hs.sampled_from([True, True, False]))
+        policy = draw(hs.sampled_from(["default", "bind"]))
+        regions.append(Region(f"f{i}", "file", cap * draw(hs.sampled_from([1, 2, 3])), policy,
+                              (0,) if policy == "bind" else (), mapped=mapped))
+    knobs = dict(demotion_enabled=int(draw(hs.booleans())), numa_balancing=draw(hs.sampled_from([0, 2])),
+                 lru_batch_size=draw(hs.sampled_from([1, 15, 31])))
+    lengths = [cap * draw(hs.sampled_from([2, 3]))]
+    mix = dict(seed=draw(hs.integers(0, 2**32 - 1)), p_seq=draw(hs.sampled_from([0.9, 1.0])),
+               p_write=draw(hs.sampled_from([0.0, 0.2])), p_syscall_end=1.0, hot=None,
+               mapped_load=draw(hs.sampled_from([0.5, 1.0])))
+    return nodes, regions, knobs, 1, lengths, mix, 0
+
+
+STREAMING_MMAP = ([(1024, 1, DRAM)], [Region("f0", "file", 3072, mapped=True)],
+                  dict(demotion_enabled=0, numa_balancing=0, lru_batch_size=1), 1, [3072],
+                  dict(seed=1, p_seq=1.0, p_write=0.0, p_syscall_end=1.0, hot=None, mapped_load=1.0), 0)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "engine bug (see test_reclaim.py::test_streaming_mmap_read_larger_than_memory_does_not_oom): "
+    "direct reclaim gives up after ~512 scanned pages, so mapped young page cache on a node of more "
+    "than ~500 pages reaches the OOM path although all of it is reclaimable"))
+@settings(deadline=None, max_examples=20)
+@given(page_cache_scenarios())
+@example(STREAMING_MMAP)
+def test_page_cache_alone_never_ooms(scn):
+    sim, chunks = build(scn)
+    for ch in chunks:
+        assert run_chunk(sim, ch), "out of memory with only page cache resident"
+        check_invariants(sim)
 
 
 # --------------------------------------------------------------------------------------------
