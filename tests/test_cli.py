@@ -191,3 +191,34 @@ def test_python_m_tierlab_help():
     assert p.returncode == 0, p.stderr
     for cmd in ("run", "list", "trace", "bench"):
         assert cmd in p.stdout
+
+
+# ---- bench --------------------------------------------------------------------------------------
+
+def test_bench_measure_and_format():
+    from tierlab import bench
+    cfg = bench._tiny(dict(bench.bench_configs(quick=True))["random-read"])
+    r = bench.measure(cfg, warmup=False)
+    assert r["sim_accesses"] == 10_000 and r["wall_s"] > 0 and r["accesses_per_s"] > 0
+    text = bench.format_bench({"benchmarks": [{"name": "random-read", **r}],
+                               "libcachesim": {"skipped": "not installed"},
+                               "startup": {"cold_start_s": 60.0, "warm_start_s": 2.0, "command": "x"}})
+    assert "random-read" in text and "skipped" in text and "cold 60.0 s" in text
+
+
+def test_bench_libcachesim_fallback_matches():
+    pytest.importorskip("libcachesim")
+    from tierlab import bench
+    r = bench.compare_with_libcachesim_local(50_000, 5_000, 500)
+    assert r["tierlab_miss_ratio"] == r["libcachesim_miss_ratio"] and r["speedup"] > 0
+
+
+@pytest.mark.slow
+def test_bench_quick_json(capsys):
+    assert main(["bench", "--quick", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [b["name"] for b in d["benchmarks"]] == ["file-read", "random-read"]
+    for b in d["benchmarks"]:
+        assert {"sim_accesses", "wall_s", "accesses_per_s"} <= set(b)
+    assert {"cold_start_s", "warm_start_s"} <= set(d["startup"])
+    assert "speedup" in d["libcachesim"] or "skipped" in d["libcachesim"]
