@@ -765,6 +765,8 @@ def _iter_local(todo: list[Run], workers: int):
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
+        # the server (started at the first pool) warms up the workloads of this sweep
+        os.environ["TIERLAB_SWEEP_WARM"] = json.dumps(sorted({r.config["workload"] for r in todo}))
         ctx.set_forkserver_preload(["tierlab._sweep_warm"])
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                                initargs=(os.getpid(),))
