@@ -349,7 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tierlab: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # e.g. `tierlab list knobs | head`
+        try:
+            import os
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
         return 0
     except OSError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
