@@ -1049,8 +1049,11 @@ def read_table(path):
 
 
 def dry_run_report(spec, out_dir) -> str:
+    """The runs of `spec` (validated) with done/todo status in `out_dir`, and a summary line."""
     spec = load_spec(spec)
     runs = plan(spec)
+    if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ConfigError(f"--out {os.fspath(out_dir)!r}: exists and is not a directory")
     done = done_keys(out_dir) if out_dir is not None else set()
     heads = ["#", "run_key"] + spec.varied_keys + ["seed", "status"]
     rows = [[str(r.index + 1), r.key] + [_short(r.varied[k]) for k in spec.varied_keys] + [str(r.seed),

@@ -110,7 +110,7 @@ def line_store_ns(s, p, nid, now):
     return s.write_ns[nid] * s.load_factor[nid]
 
 
-@jit
+@jit_inline
 def copy_folio_ns(s, p, src, dst, nr, now):
     """Copying nr pages src -> dst: paced by the slower side; both nodes' bandwidth is used."""
     note_bytes(s, p, src, now, 4096.0 * nr)
@@ -120,12 +120,12 @@ def copy_folio_ns(s, p, src, dst, nr, now):
     return nr * (a if a > b else b)
 
 
-@jit
+@jit_inline
 def migrate_folio_ns(s, p, src, dst, nr, now):
     return p[P_MIGRATE_FOLIO_NS] + copy_folio_ns(s, p, src, dst, nr, now)
 
 
-@jit
+@jit_inline
 def migrate_batch_ns(p):
     return p[P_MIGRATE_BATCH_NS]
 

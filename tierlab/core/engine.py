@@ -32,7 +32,8 @@ from .numa_balancing import do_numa_page, task_tick_numa
 from .pagecache_promotion import promotion_candidate, task_numa_promotion_work
 from .params import (
     P_FAULT_NS, P_FMA_HOOK_CHECK_NS, P_FMA_NS, P_IO_RAND_4K_NS, P_IO_SEQ_4K_NS,
-    P_PAGECACHE_INSERT_NS, P_PAGECACHE_PROMOTION_ENABLED, P_QUANTUM_NS, P_SAMPLE_INTERVAL_NS,
+    P_LOADED_LATENCY_C, P_PAGECACHE_INSERT_NS, P_PAGECACHE_PROMOTION_CAP, P_PAGECACHE_PROMOTION_ENABLED,
+    P_PROMOTE_RATE_LIMIT_MBPS, P_PROMOTION_CANDIDATE_NS, P_QUANTUM_NS, P_UTIL_WINDOW_NS, P_SAMPLE_INTERVAL_NS,
     P_NUMA_BALANCING, P_STREAM_BREAK_NS, P_SWAP_IN_4K_NS, P_SYSCALL_NS, P_ZERO_PAGE_NS,
 )
 from .reclaim import direct_reclaim, kswapd_step
@@ -40,11 +41,13 @@ from .state import (
     F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON,
     LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MISC_NEXT_SAMPLE, MISC_NOW,
     MISC_NR_SAMPLES, MISC_SWAP_USED, MISC_WAKEUPS, ORDER_MASK, PG_DIRTY, PG_ISOLATED,
-    PG_PROTNONE, PG_WORKINGSET, PG_YOUNG, REGION_ANON, STAMP_NONE, STATUS_DONE,
+    F2_BATCHED, PG_ACTIVE, PG_LRU, PG_PROTNONE, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG, REGION_ANON, STAMP_NONE, STATUS_DONE,
     STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, WMARK_LOW, WMARK_MIN, folio_head,
     folio_nr_pages, region_of,
 )
-from .vmstat import ALLOCSTALL, NR_VMSTAT_ITEMS, OOM_KILL, PGFAULT, PGMAJFAULT, PGPGIN, PSWPIN
+from .vmstat import (
+    PGACTIVATE, ALLOCSTALL, NR_VMSTAT_ITEMS, OOM_KILL, PGFAULT, PGMAJFAULT, PGPGIN, PROMOTE_DEFERRED_PAGES, PSWPIN,
+)
 
 # op encoding
 OP_LOAD = 0
@@ -74,7 +77,7 @@ def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
     nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
     cost = 0.0
     retries = 0
-    while nid < 0 and retries < 16:
+    while nid < 0 and retries < 16:           # MAX_RECLAIM_RETRIES
         if retries == 0:
             lru_add_drain_cpu(s, cpu)
         s.counters[cpu_nid, ALLOCSTALL] += 1
@@ -82,11 +85,37 @@ def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
         cost += c
         nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
         if got == 0:
-            retries += 4
+            break                               # a full scan freed nothing: out of memory
         retries += 1
     if nid < 0:
         s.counters[cpu_nid, OOM_KILL] += 1
     return nid, cost
+
+
+@jit_inline
+def folio_order_for(s, r, page):
+    """The region's folio order, lowered until the naturally aligned folio around `page` lies inside
+    the region and none of its pages is present or mapped (thp_vma_suitable_order() and the
+    all-PTEs-none test of alloc_anon_folio(); page-cache folios stop at EOF). Order 1 is skipped for
+    anon memory, as the kernel does."""
+    order = np.int64(s.region_order[r])
+    lo = s.region_start[r]
+    hi = s.region_start[r + 1]
+    anon = s.region_kind[r] == REGION_ANON
+    while order > 0:
+        if not (anon and order == 1):
+            nr = np.int64(1) << order
+            head = page & ~(nr - 1)
+            ok = head >= lo and head + nr <= hi
+            if ok:
+                for i in range(nr):
+                    if s.flags2[head + i] & (F2_PRESENT | F2_MAPPED):
+                        ok = False
+                        break
+            if ok:
+                return order
+        order -= 1
+    return np.int64(0)
 
 
 @jit
@@ -106,7 +135,7 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         s.flags2[page] = f2 | F2_MAPPED
         s.counters[cpu_nid, PGFAULT] += 1
         return p[P_FAULT_NS], True
-    order = s.region_order[r]
+    order = folio_order_for(s, r, page)
     head = page & ~((np.int64(1) << order) - 1)
     nr = np.int64(1) << order
     evict_nid = s.node[head]
@@ -176,8 +205,13 @@ def access(s, p, task, cpu, page, op, clock, scratch, cands):
             if tiering_mode(p) and not (s.flags[head] & PG_ISOLATED):
                 cost += p[P_FMA_HOOK_CHECK_NS]
                 if p[P_PAGECACHE_PROMOTION_ENABLED] != 0:
-                    cost += promotion_candidate(s, p, task, s.cpu_node[cpu], head, now)
-                    nid = s.node[head]
+                    if s.tier[nid] == 0:
+                        # promotion_candidate() returns at its node_is_toptier() test; checked
+                        # here so the hot path makes no call
+                        cost += p[P_PROMOTION_CANDIDATE_NS]
+                    else:
+                        cost += promotion_candidate(s, p, task, s.cpu_node[cpu], head, now)
+                        nid = s.node[head]
         cost += seq_page_ns(s, p, nid, now)
         if not (page == s.task_last_page[task] + 1 and (s.flags2[head] & F2_CONTIG)):
             sb = p[P_STREAM_BREAK_NS]
@@ -204,6 +238,129 @@ def access(s, p, task, cpu, page, op, clock, scratch, cands):
     else:
         cost += line_load_ns(s, p, nid, now)
     return cost, True
+
+
+@jit
+def hit_path(pages, ops, pos, end, clock, limit, scan_at, task, node, flags, flags2, order, tier,
+             seq_ns, line_ns, write_ns, load_factor, win_start, win_bytes, bw_bytes_ns,
+             task_last_page, task_call_start, promo_count, counters, prev, nxt, lru_size,
+             nonresident_age, p):
+    """The common case of `access`, on a few arrays instead of the whole SimState: accesses to
+    present folios that need no out-of-line call (a read() of a folio: marking it referenced,
+    activating it, or, when already referenced and active, with the promotion hook returning at its top-tier or
+    per-task-cap test; a load/store through a present PTE that is not PROT_NONE). Stops *before*
+    any other access, a MARK, the quantum's limit or the next NUMA scan tick, and right *after* a
+    system call that left a promotion list to migrate. Same semantics and costs as `access` (it
+    is that function's fast path); returns (pos, clock, task_work_pending)."""
+    tiering = (np.int64(p[P_NUMA_BALANCING]) & 2) != 0
+    promo = p[P_PAGECACHE_PROMOTION_ENABLED] != 0
+    nr_pages = node.shape[0]
+    capped = np.int64(p[P_PAGECACHE_PROMOTION_CAP]) == 0
+    cap = np.int64(p[P_PROMOTE_RATE_LIMIT_MBPS])
+    window = p[P_UTIL_WINDOW_NS]
+    llc = p[P_LOADED_LATENCY_C]
+    sb = p[P_STREAM_BREAK_NS]
+    last = task_last_page[task]
+    call_start = task_call_start[task]
+    pending = False
+    while pos < end and clock < limit and clock < scan_at:
+        page = pages[pos]
+        op = ops[pos]
+        if op & OP_MARK:
+            break
+        o = np.int64(order[page] & ORDER_MASK)
+        head = page & ~((np.int64(1) << o) - 1)
+        f2 = flags2[head]
+        if not (f2 & F2_PRESENT):
+            break
+        f = flags[head]
+        nid = node[head]
+        kind = op & OP_KIND_MASK
+        cost = 0.0
+        if kind >= OP_READ:
+            same = call_start != 0 and (last & ~((np.int64(1) << o) - 1)) == head
+            cost = p[P_FMA_NS]
+            deferred = False
+            if not same:
+                if not (f & PG_REFERENCED):
+                    f |= PG_REFERENCED
+                elif not (f & PG_ACTIVE):
+                    # folio_mark_accessed(): activate (folio_activate, or PG_active while batched)
+                    nr = np.int64(1) << o
+                    if f & PG_LRU:
+                        lru = 3 if not (f2 & F2_ANON) else 1
+                        x_prev = prev[head]
+                        x_next = nxt[head]
+                        nxt[x_prev] = x_next
+                        prev[x_next] = x_prev
+                        lru_size[nid, lru - 1] -= nr
+                        sent = nr_pages + nid * 4 + lru
+                        first = nxt[sent]
+                        nxt[head] = first
+                        prev[head] = sent
+                        prev[first] = head
+                        nxt[sent] = head
+                        lru_size[nid, lru] += nr
+                        counters[nid, PGACTIVATE] += nr
+                        f |= PG_ACTIVE
+                    elif f2 & F2_BATCHED:
+                        f |= PG_ACTIVE
+                    f &= ~PG_REFERENCED
+                    nonresident_age[nid] += nr
+                elif tiering and not (f & PG_ISOLATED):
+                    cost += p[P_FMA_HOOK_CHECK_NS]
+                    if promo:
+                        if tier[nid] != 0:
+                            if not (capped and promo_count[task] >= cap):
+                                break           # a real promotion candidate: slow path
+                            deferred = True
+                        cost += p[P_PROMOTION_CANDIDATE_NS]
+            if deferred:
+                counters[nid, PROMOTE_DEFERRED_PAGES] += np.int64(1) << o
+            if kind == OP_WRITE:
+                f |= PG_DIRTY
+            flags[head] = f
+            call_start = 1 if (op & OP_SYSCALL_END) else 0
+            nbytes = 4096.0
+            cost += seq_ns[nid] * load_factor[nid]
+            if not (page == last + 1 and (f2 & F2_CONTIG)):
+                cost += line_ns[nid] if sb < 0 else sb
+            last = page
+        else:
+            if not (f2 & F2_MAPPED) or (f & PG_PROTNONE):
+                break
+            f |= PG_YOUNG
+            if kind == OP_STORE:
+                f |= PG_DIRTY
+                nbytes = 128.0
+                cost = write_ns[nid] * load_factor[nid]
+            elif op & OP_STREAM:
+                nbytes = 4096.0
+                cost = seq_ns[nid] * load_factor[nid]
+            else:
+                nbytes = 64.0
+                cost = line_ns[nid] * load_factor[nid]
+            flags[head] = f
+        # bandwidth accounting (cost.note_bytes), charged at the access's start time
+        elapsed = np.float64(clock - win_start[nid])
+        if elapsed >= window:
+            u = win_bytes[nid] / (bw_bytes_ns[nid] * elapsed)
+            if u > 0.99:
+                u = 0.99
+            load_factor[nid] = 1.0 + llc * u / (1.0 - u)
+            win_start[nid] = clock
+            win_bytes[nid] = 0.0
+        win_bytes[nid] += nbytes
+        clock += np.int64(cost)
+        pos += 1
+        if op & OP_SYSCALL_END:
+            clock += np.int64(p[P_SYSCALL_NS])
+            if promo_count[task] > 0:
+                pending = True
+                break
+    task_last_page[task] = last
+    task_call_start[task] = call_start
+    return pos, clock, pending
 
 
 @jit
@@ -299,6 +456,18 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         end = offsets[t + 1]
         status = STATUS_DONE
         while pos < end:
+            scan_at = INF
+            if numa_on:
+                scan_at = clock + (s.numa_scan[t, 0] - (s.task_runtime[t] + (clock - start)))
+            pos, clock, pending = hit_path(
+                pages, ops, pos, end, clock, limit, scan_at, t, s.node, s.flags, s.flags2, s.order,
+                s.tier, s.seq_ns, s.line_ns, s.write_ns, s.load_factor, s.win_start, s.win_bytes,
+                s.bw_bytes_ns, s.task_last_page, s.task_call_start, s.promo_count, s.counters, s.prev,
+                s.next, s.lru_size, s.nonresident_age, p)
+            if pending:
+                clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
+            if pos >= end or clock >= limit:
+                break
             op = ops[pos]
             cost, ok = access(s, p, t, c, pages[pos], op, clock, scratch, cands)
             pos += 1

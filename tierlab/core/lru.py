@@ -68,7 +68,7 @@ def lru_add_drain_all(s):
         lru_add_drain_cpu(s, cpu)
 
 
-@jit
+@jit_inline
 def folio_add_lru(s, p, cpu, head):
     """folio_add_lru(): queue a new folio in the CPU's lru_add batch; drain when the batch is full
     or the folio is large (the kernel drains at once for large folios)."""
@@ -113,12 +113,12 @@ def folio_mark_accessed(s, head):
     return True
 
 
-@jit
+@jit_inline
 def can_swap(s, p):
     return s.misc[MISC_SWAP_USED] < p[P_SWAP_PAGES]
 
 
-@jit
+@jit_inline
 def workingset_eviction(s, head):
     """Age the lruvec and leave a shadow entry (eviction age + workingset bit) in the page's slot."""
     nid = s.node[head]
@@ -162,7 +162,7 @@ def workingset_refault(s, p, head, new_nid, evict_nid):
         s.counters[new_nid, WORKINGSET_RESTORE_ANON if anon else WORKINGSET_RESTORE_FILE] += nr
 
 
-@jit
+@jit_inline
 def inactive_is_low(s, nid, file):
     """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB)."""
     base = 2 if file else 0
@@ -173,7 +173,7 @@ def inactive_is_low(s, nid, file):
     return inactive * ratio < active
 
 
-@jit
+@jit_inline
 def node_lru_pages(s, nid):
     return (s.lru_size[nid, LRU_INACTIVE_ANON] + s.lru_size[nid, LRU_ACTIVE_ANON]
             + s.lru_size[nid, LRU_INACTIVE_FILE] + s.lru_size[nid, LRU_ACTIVE_FILE])

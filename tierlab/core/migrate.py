@@ -13,7 +13,7 @@ the LRU instead of through the per-CPU lru_add batch.
 """
 from __future__ import annotations
 
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .cost import migrate_batch_ns, migrate_folio_ns
 from .lru import lruvec_add_folio
@@ -22,7 +22,7 @@ from .state import PG_ISOLATED, folio_nr_pages
 from .vmstat import PGMIGRATE_SUCCESS, PGFREE
 
 
-@jit
+@jit_inline
 def move_isolated_folio(s, p, head, dst, now):
     """Migrate an isolated folio (off the LRU) to `dst` and put it on dst's LRU. Returns the cost in ns.
     The caller has checked that `dst` can take it."""
@@ -38,7 +38,7 @@ def move_isolated_folio(s, p, head, dst, now):
     return cost
 
 
-@jit
+@jit_inline
 def batch_cost(p, nr_folios):
     """One migrate_pages() call per NR_MAX_BATCHED_MIGRATION (512) pages."""
     if nr_folios == 0:

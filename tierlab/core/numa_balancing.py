@@ -37,7 +37,7 @@ from .params import (
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, MISC_NUMA_NEXT_SCAN, MISC_NUMA_SCAN_OFFSET, NBP_RL_NR_CAND,
     NBP_RL_START, NBP_TH_NR_CAND, NBP_TH_START, NBP_THRESHOLD, PG_DIRTY, PG_ISOLATED, PG_LRU,
-    PG_PROTNONE, PG_YOUNG, REGION_FILE, WMARK_HIGH, WMARK_MIN, WMARK_PROMO,
+    MPOL_DEFAULT, PG_PROTNONE, PG_YOUNG, REGION_FILE, WMARK_HIGH, WMARK_MIN, WMARK_PROMO,
     folio_nr_pages, region_of,
 )
 from .vmstat import (
@@ -189,8 +189,9 @@ def task_numa_work(s, p, now):
             r = 0
         while x >= s.region_start[r + 1]:
             r += 1
-        if s.region_kind[r] == REGION_FILE:
-            # page cache reached only through read(): no VMA, nothing to walk
+        if s.region_kind[r] == REGION_FILE or s.region_policy[r] != MPOL_DEFAULT:
+            # read()-only page cache has no VMA; a VMA whose policy lacks MPOL_F_MOF (any explicit
+            # mbind policy; only the default policy carries MOF|MORON) is skipped (vma_policy_mof)
             skipped += s.region_start[r + 1] - x
             x = s.region_start[r + 1]
             continue
@@ -274,7 +275,8 @@ def do_numa_page(s, p, head, cpu_nid, now):
     s.flags[head] |= PG_ISOLATED
     cost += move_isolated_folio(s, p, head, dst, now)
     s.counters[dst, NUMA_PAGES_MIGRATED] += nr
-    s.counters[dst, PGPROMOTE_SUCCESS] += nr
+    if s.tier[dst] == 0:      # slow tier -> top tier only (migrate_misplaced_folio)
+        s.counters[dst, PGPROMOTE_SUCCESS] += nr
     return cost
 
 

@@ -50,14 +50,14 @@ def tiering_mode(p):
     return (np.int64(p[P_NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) != 0
 
 
-@jit
+@jit_inline
 def pgdat_balanced(s, p, nid):
     """kswapd's goal: free >= WMARK_PROMO in tiering mode (5.18+), else WMARK_HIGH."""
     mark = WMARK_PROMO if tiering_mode(p) else WMARK_HIGH
     return s.free[nid] >= s.wmark[nid, mark]
 
 
-@jit
+@jit_inline
 def wakeup_kswapd(s, p, nid, now):
     """wakeup_kswapd(): no-op if the node is balanced or kswapd gave up on it (MAX_RECLAIM_RETRIES)."""
     if s.kswapd_awake[nid] or s.kswapd_failures[nid] >= 16 or pgdat_balanced(s, p, nid):
@@ -69,7 +69,7 @@ def wakeup_kswapd(s, p, nid, now):
         s.kswapd_clock[nid] = now
 
 
-@jit
+@jit_inline
 def policy_nodes(s, region, cpu_nid, index, out):
     """The zonelist an allocation walks for a region's memory policy; returns its length.
 
@@ -103,12 +103,12 @@ def policy_nodes(s, region, cpu_nid, index, out):
     return n
 
 
-@jit
+@jit_inline
 def zone_watermark_ok(s, nid, nr, mark):
     return s.free[nid] - nr >= s.wmark[nid, mark]
 
 
-@jit
+@jit_inline
 def get_page_from_freelist(s, cands, n, nr, mark):
     """First node of the zonelist whose free pages stay above `mark` after the allocation, or -1."""
     for i in range(n):
@@ -118,7 +118,7 @@ def get_page_from_freelist(s, cands, n, nr, mark):
     return -1
 
 
-@jit
+@jit_inline
 def take_pages(s, nid, head, nr):
     """Account an allocation of the folio at page `head` (nr pages) on node `nid`.
 
@@ -136,7 +136,7 @@ def take_pages(s, nid, head, nr):
     s.counters[nid, PGALLOC] += nr
 
 
-@jit
+@jit_inline
 def free_folio(s, head):
     """Return a folio's pages to its node's free pool (the page itself keeps its node as history)."""
     nid = s.node[head]

@@ -109,7 +109,8 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         if zone_watermark_ok(s, dst, nr, WMARK_MIN):
             cost += move_isolated_folio(s, p, x, dst, clock + np.int64(cost))
             s.counters[dst, NUMA_PAGES_MIGRATED] += nr
-            s.counters[dst, PGPROMOTE_SUCCESS] += nr
+            if s.tier[dst] == 0:
+                s.counters[dst, PGPROMOTE_SUCCESS] += nr
         else:
             s.flags[x] &= ~PG_ISOLATED
             lruvec_add_folio(s, x)

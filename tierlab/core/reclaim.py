@@ -25,7 +25,7 @@ Simplifications, and why:
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .cost import note_bytes
 from .lru import (
@@ -61,7 +61,7 @@ FOLIOREF_KEEP = 2
 FOLIOREF_ACTIVATE = 3
 
 
-@jit
+@jit_inline
 def next_demotion_node(s, nid):
     """A random node among the preferred targets in the next lower tier, or -1 (memory-tiers.c)."""
     k = 0
@@ -72,12 +72,12 @@ def next_demotion_node(s, nid):
     return s.demote_target[nid, np.int64(rng_next(s) % np.uint64(k))]
 
 
-@jit
+@jit_inline
 def can_demote(s, p, nid):
     return p[P_DEMOTION_ENABLED] != 0 and s.demote_target[nid, 0] >= 0
 
 
-@jit
+@jit_inline
 def can_reclaim_anon(s, p, nid):
     """Anon is reclaimable with free swap, or without swap when the node can demote."""
     return can_swap(s, p) or can_demote(s, p, nid)
@@ -105,7 +105,7 @@ def shrink_active_list(s, p, nid, lru, nr_to_scan):
     return cost
 
 
-@jit
+@jit_inline
 def folio_check_references(s, x):
     """Young PTEs found (and cleared) plus PG_referenced decide: activate, keep, or reclaim."""
     f = s.flags[x]
@@ -319,19 +319,24 @@ def kswapd_step(s, p, nid, scratch):
 @jit
 def direct_reclaim(s, p, cands, n, now, scratch):
     """try_to_free_pages(): shrink the zonelist's nodes in order until SWAP_CLUSTER_MAX pages are
-    reclaimed or nothing more can be. Returns (pages reclaimed, cost)."""
+    reclaimed. Like do_try_to_free_pages() raising the priority down to 0, a node is given up only
+    after its whole LRU was scanned twice over without reaching the goal. Returns (pages
+    reclaimed, cost)."""
     total = 0
     cost = 0.0
     for i in range(n):
         nid = cands[i]
-        for _ in range(4):
+        scanned = 0
+        budget = 2 * node_lru_pages(s, nid) + SWAP_CLUSTER_MAX
+        while total < SWAP_CLUSTER_MAX and scanned < budget:
             r, sc, c = reclaim_batch(s, p, nid, False, now + np.int64(cost), scratch)
             total += r
             cost += c
-            if total >= SWAP_CLUSTER_MAX or sc == 0:
+            if sc == 0 and r == 0:
                 break
-        if r > 0:
-            s.kswapd_failures[nid] = 0
+            scanned += max(sc, 1)
+            if r > 0:
+                s.kswapd_failures[nid] = 0
         if total >= SWAP_CLUSTER_MAX:
             break
     return total, cost

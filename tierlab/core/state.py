@@ -245,7 +245,7 @@ def folio_lru(s, head):
     return lru
 
 
-@jit
+@jit_inline
 def rng_next(s):
     """xorshift64*: deterministic per-run randomness inside kernels (e.g. next_demotion_node)."""
     x = s.rng[0]
@@ -256,7 +256,7 @@ def rng_next(s):
     return (x * np.uint64(2685821657736338717)) >> np.uint64(11)
 
 
-@jit
+@jit_inline
 def region_of(s, page):
     """Binary search of the region holding `page` (regions are few; called on faults only)."""
     lo = 0
