@@ -76,3 +76,94 @@ def list_reproductions() -> list[Reproduction]:
 
 def _load_all() -> None:
     from . import pagecache_promotion  # noqa: F401  (registers itself)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI: tierlab reproduce NAME
+
+
+def add_reproduce_commands(subparsers) -> None:
+    import argparse
+    names = ", ".join(r.name for r in list_reproductions())
+    r = subparsers.add_parser(
+        "reproduce", help="reproduce a seed experiment's published table from the model",
+        description=("Build the seed's machine, knobs and workload, run them, and print a table "
+                     "experiment, metric, published, simulated, rel_error, role (calibrated: a cost "
+                     "was fitted to it; predicted: never used in fitting). Reproductions: " + names),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("name", metavar="NAME", help="a reproduction (tierlab list reproductions)")
+    r.add_argument("--scale", type=float, default=None, metavar="F",
+                   help="divide sizes by F to run small (results are normalised back where the "
+                        "reproduction says so; default: the reproduction's own, full size for seed 000)")
+    r.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    r.add_argument("--figures", metavar="DIR", help="also write figures (PNG) into DIR")
+    r.set_defaults(func=main_reproduce)
+
+
+def main_reproduce(args) -> int:
+    import json
+    import math
+    import sys
+
+    if args.scale is not None and not (args.scale > 0 and math.isfinite(args.scale)):
+        raise ConfigError(f"--scale: expected a number > 0, got {args.scale}")
+    _load_all()
+    if args.name not in REPRODUCTIONS:
+        raise ConfigError(f"unknown reproduction {args.name!r}; accepted: {', '.join(sorted(REPRODUCTIONS))}")
+    df = run_reproduction(args.name, scale=args.scale)
+    if args.format == "json":
+        print(json.dumps({"reproduction": args.name, "rows": df.to_dict(orient="records"),
+                          "attrs": {k: v for k, v in df.attrs.items()}}, indent=2, default=float))
+    elif args.format == "csv":
+        df.to_csv(sys.stdout, index=False)
+    else:
+        with pd.option_context("display.width", 160, "display.max_rows", 500):
+            print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        for k, v in df.attrs.items():
+            if not isinstance(v, list) or len(v) <= 12:
+                print(f"{k}: {v}")
+    if args.figures:
+        write_figures(args.name, df, args.figures)
+    return 0
+
+
+def write_figures(name: str, df: pd.DataFrame, out_dir: str) -> list[str]:
+    """Published vs simulated scatter, and per-cycle times when the reproduction has them."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for role, mk in (("calibrated", "s"), ("predicted", "o")):
+        d = df[df.role == role]
+        ax.scatter(d.published, d.simulated, marker=mk, label=role)
+    lo = float(min(df.published.min(), df.simulated.min()))
+    hi = float(max(df.published.max(), df.simulated.max()))
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+    ax.set_xlabel("published")
+    ax.set_ylabel("simulated")
+    ax.set_title(name)
+    ax.legend()
+    paths.append(os.path.join(out_dir, f"{name}-scatter.png"))
+    fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    if "cycle_times_s" in df.attrs:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        t = df.attrs["cycle_times_s"]
+        ax.plot(range(1, len(t) + 1), t, label="model (add_tail, v3)")
+        for key, lab in (("cycle_times_add_s", "model (list_add)"), ("cycle_times_unlimited_s", "model (unlimited)")):
+            if key in df.attrs:
+                v = df.attrs[key]
+                ax.plot(range(1, len(v) + 1), v, label=lab, alpha=0.7)
+        pub = df[df.metric.str.match(r"cycle_\d+_s")]
+        first = df.attrs.get("first_promotion_cycle", 1)
+        ax.plot([first + int(m.split("_")[1]) - 1 for m in pub.metric], pub.published, "ko", label="seed")
+        ax.set_xlabel("read cycle")
+        ax.set_ylabel("seconds per cycle")
+        ax.legend()
+        paths.append(os.path.join(out_dir, f"{name}-cycles.png"))
+        fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    return paths

@@ -132,6 +132,7 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 3
     sim[(U, "promotion_rounds")] = int(p_unl.sum())
     out = table(pub, sim, calibrated={(E, "dram_base_s_per_cycle"), (E, "cxl_base_s_per_cycle")})
     out.attrs["calibrated_seq_4k_ns"] = fitted
+    out.attrs["first_promotion_cycle"] = first + 1
     out.attrs["cycle_times_s"] = times.tolist()
     out.attrs["cycle_times_add_s"] = t_add.tolist()
     out.attrs["cycle_times_unlimited_s"] = t_unl.tolist()
