@@ -17,12 +17,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-# A real small simulation: 2 M random 4 KiB reads of a 2 GiB file on a 2-node QEMU guest whose
-# node 0 has 1 GiB (the page cache spills to the CPU-less node 1), with demotion enabled. The first
+# A real small simulation: 2 M random 4 KiB reads of a 2 GiB file bound to node 0 (1 GiB) of a
+# 2-node QEMU guest; kswapd demotes page cache to the CPU-less node 1 (pgdemote_kswapd). The first
 # run compiles the numba kernels (a minute or more); later runs start in seconds.
 demo: venv
 	$(PY) -m tierlab run --machine qemu-2node --workload random-read \
-		--param file_size=2GiB --param accesses=2000000 \
+		--param file_size=2GiB --param accesses=2000000 --param policy=bind:0 \
 		--set demotion_enabled=1 --seed 7
 
 # Under CI=true the numba cache goes to a fresh temporary directory (unless NUMBA_CACHE_DIR is set),

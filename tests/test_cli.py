@@ -222,3 +222,9 @@ def test_bench_quick_json(capsys):
         assert {"sim_accesses", "wall_s", "accesses_per_s"} <= set(b)
     assert {"cold_start_s", "warm_start_s"} <= set(d["startup"])
     assert "speedup" in d["libcachesim"] or "skipped" in d["libcachesim"]
+
+
+def test_list_reproductions(capsys):
+    assert main(["list", "reproductions", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all({"name", "description", "default_scale"} <= set(r) for r in rows)

@@ -6,8 +6,8 @@ Measured, each after a JIT warm-up run on a tiny input, through the public API
 * ``file-read``: seed 000's shape on the two-tier `dram-cxl-1tb` machine scaled down: a file bound to
   the CXL node read in several cycles, with demotion, tiering-mode NUMA balancing and page-cache
   promotion enabled.
-* ``random-read``: 4 KiB random read() over a file twice the size of node 0 on `qemu-2node`
-  (node 0 fills, allocations spill to node 1), demotion_enabled=1.
+* ``random-read``: 4 KiB random read() over a file twice the size of node 0 on `qemu-2node`, bound
+  to node 0 so kswapd demotes page cache to node 1 (memory pressure), demotion_enabled=1.
 * ``libcachesim``: tierlab's exact LRU (`tierlab.core.reference`) against libCacheSim's LRU on one
   zipf trace: equal miss ratios, and libCacheSim's wall time / tierlab's (``speedup`` > 1 means
   tierlab is faster). Skipped when libcachesim is not installed (it is a dev extra).
@@ -39,7 +39,7 @@ _FILE_READ = {
 }
 _RANDOM_READ = {
     "machine": "qemu-2node", "workload": "random-read",
-    "params": {"file_size": "2GiB"},
+    "params": {"file_size": "2GiB", "policy": "bind:0"},
     "knobs": {"demotion_enabled": 1},
     "seed": 7,
 }

@@ -1,7 +1,7 @@
 """The command line: ``python -m tierlab`` and the ``tierlab`` script.
 
     tierlab run --machine qemu-2node --workload random-read --param file_size=2GiB --set demotion_enabled=1
-    tierlab list machines|workloads|knobs|costs
+    tierlab list machines|workloads|knobs|costs|reproductions
     tierlab trace record|info|convert ...
     tierlab bench [--quick]
 
@@ -182,6 +182,8 @@ def _wrapped_table(heads: list[str], rows: list[list[str]]) -> str:
 # ---------------------------------------------------------------------------------------------
 # list
 
+LIST_KINDS = ("machines", "workloads", "knobs", "costs", "reproductions")
+
 
 def list_data(what: str) -> list[dict]:
     if what == "machines":
@@ -210,7 +212,14 @@ def list_data(what: str) -> list[dict]:
     if what == "costs":
         from .core.cost import COSTS
         return [{"name": n, "default": v[0], "unit": v[1], "source": v[2]} for n, v in COSTS.items()]
-    raise ConfigError(f"list: unknown kind {what!r}; accepted: machines, workloads, knobs, costs")
+    if what == "reproductions":
+        try:
+            from .reproduce import REPRODUCTIONS
+        except ImportError:
+            return []
+        return [{"name": r.name, "default_scale": r.default_scale, "description": r.description}
+                for r in sorted(REPRODUCTIONS.values(), key=lambda r: r.name)]
+    raise ConfigError(f"list: unknown kind {what!r}; accepted: {', '.join(LIST_KINDS)}")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -238,6 +247,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                              [[d["name"], d["default"], d["unit"] or "-", d["accepted"], d["where"],
                                d["models"]] for d in data]))
         print("\nset with --set NAME=VALUE; 'computed' defaults depend on the machine's memory")
+    elif args.what == "reproductions":
+        print(_wrapped_table(["NAME", "DEFAULT SCALE", "DESCRIPTION"],
+                             [[d["name"], f"{d['default_scale']:g}", d["description"]] for d in data]))
+        print("\nrun with: tierlab reproduce NAME [--scale F]")
     else:
         print(_wrapped_table(["NAME", "DEFAULT", "UNIT", "SOURCE"],
                              [[d["name"], f"{d['default']:g}", d["unit"], d["source"]] for d in data]))
@@ -300,11 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="progress bar on stderr (default: only when stderr is a terminal)")
     r.set_defaults(func=cmd_run)
 
-    ls = sub.add_parser("list", help="list machines, workloads, knobs or time-model costs",
+    ls = sub.add_parser("list", help="list machines, workloads, knobs, costs or reproductions",
                         description="List what `run` accepts: machine presets (with their file), "
                                     "workloads (with their params), kernel knobs (default, unit, "
-                                    "sysfs/sysctl path, what they model) and time-model costs.")
-    ls.add_argument("what", choices=("machines", "workloads", "knobs", "costs"), help="what to list")
+                                    "sysfs/sysctl path, what they model), time-model costs and "
+                                    "reproductions of the seed experiments.")
+    ls.add_argument("what", choices=LIST_KINDS, help="what to list")
     ls.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     ls.set_defaults(func=cmd_list)
 
