@@ -1,0 +1,99 @@
+"""Every notebook in notebooks/ runs top to bottom at smoke scale without an error.
+
+Each notebook reads TIERLAB_SCALE from the environment; here it is set to the smoke size, so a
+notebook takes well under a minute once numba's cache is warm (a cold cache first compiles the
+engine, which takes minutes: the per-notebook budget allows for that). Matplotlib runs headless
+(MPLBACKEND=Agg). The kernel is the `python3` kernelspec, made to point at this interpreter.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+SMOKE_SCALE = "256"
+NOTEBOOK_TIMEOUT_S = float(os.environ.get("TIERLAB_NOTEBOOK_TIMEOUT", "1200"))
+KERNEL_NAME = "python3"
+
+
+def _runs_this_python(spec) -> bool:
+    exe = spec.argv[0] if spec.argv else ""
+    # jupyter_client replaces a bare "python"/"python3"/"pythonX.Y" by sys.executable
+    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    return exe in bare or os.path.realpath(exe) == os.path.realpath(sys.executable)
+
+
+@pytest.fixture(scope="session")
+def kernel_env(tmp_path_factory):
+    """Environment variables under which the `python3` kernel is this interpreter (with tierlab).
+
+    Install the kernelspec into this environment (--sys-prefix) if there is none; if another one
+    shadows it (e.g. a user-level python3 kernel of a different Python), put a private kernelspec
+    for this interpreter first on JUPYTER_PATH."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+    except NoSuchKernel:
+        subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
+                       check=True, capture_output=True)
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+    if _runs_this_python(spec):
+        return {}
+    prefix = tmp_path_factory.mktemp("jupyter")
+    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", KERNEL_NAME],
+                   check=True, capture_output=True)
+    path = str(prefix / "share" / "jupyter")
+    old = os.environ.get("JUPYTER_PATH")
+    return {"JUPYTER_PATH": path + (os.pathsep + old if old else "")}
+
+
+def test_notebooks_exist():
+    assert NOTEBOOKS, f"no notebooks in {NOTEBOOK_DIR}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs(path, kernel_env, monkeypatch, tmp_path):
+    for k, v in kernel_env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("TIERLAB_SCALE", SMOKE_SCALE)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))      # the notebooks' temporary sweep directories
+    nb = nbformat.read(path, as_version=4)
+    deadline = time.monotonic() + NOTEBOOK_TIMEOUT_S
+
+    def remaining(cell) -> int:                       # one budget for the whole notebook
+        return max(1, int(deadline - time.monotonic()))
+
+    client = NotebookClient(nb, kernel_name=KERNEL_NAME, timeout_func=remaining, allow_errors=False,
+                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    try:
+        client.execute()
+    except CellTimeoutError:
+        pytest.fail(f"{path.name} did not finish within {NOTEBOOK_TIMEOUT_S:.0f} s "
+                    f"(TIERLAB_SCALE={SMOKE_SCALE}; set TIERLAB_NOTEBOOK_TIMEOUT to allow more)")
+    except CellExecutionError as e:
+        pytest.fail(f"{path.name}: a cell raised:\n{e}", pytrace=False)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, json.dumps(errors[0], indent=1)[:2000]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_is_stored_without_outputs(path):
+    """Outputs and execution counts are stripped before committing, so diffs stay readable."""
+    nb = nbformat.read(path, as_version=4)
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "code":
+            assert not c.outputs and c.execution_count is None, \
+                f"{path.name}: cell {i} has stored outputs; strip them (outputs=[], execution_count=None)"
