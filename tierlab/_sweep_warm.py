@@ -22,6 +22,17 @@ def warm(workloads) -> None:
             run_config({"machine": "qemu-2node", "workload": name, "params": TINY[name], "scale": 1, "seed": 0})
 
 
+def _die_with_parent() -> None:
+    """The fork server exits with the sweep that spawned it, also while it is still warming up."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: the server exits when its liveness pipe closes
+        pass
+
+
+_die_with_parent()
 try:
     warm(json.loads(os.environ.get("TIERLAB_SWEEP_WARM", "[]")))
 except Exception:  # noqa: BLE001 - a worker then loads/compiles on its first run, as without warming
