@@ -418,13 +418,6 @@ def test_large_folio_is_one_unit():
     assert counters(sim)["pgfault"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: tierlab.core.engine fault_in() aligns a region's folio on the global page id "
-    "(head = page & ~(2**order - 1)) without checking that the folio lies inside the region, so a "
-    "large folio can cover pages of the previous or next region (or run past the last page id: an "
-    "out-of-bounds write into the state arrays). The kernel only uses an order whose naturally aligned "
-    "range fits the VMA (thp_vma_suitable_order / alloc_anon_folio; page-cache folios stop at EOF) and "
-    "falls back to smaller orders otherwise"))
 @pytest.mark.parametrize("regions,page,op,neighbour", [
     # a file region whose last folio would run past its end into the next (anon) region
     ([Region("f", "file", 6, order=2), Region("a", "anon", 8)], 5, READ, 6),

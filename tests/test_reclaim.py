@@ -335,15 +335,6 @@ def test_no_direct_reclaim_when_kswapd_keeps_up():
     assert c["allocstall"] == 0 and c["pgscan_direct"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: a sequential mmap read of clean page cache 3x the node OOMs. Every folio is mapped and "
-    "young when first scanned (folio_check_references -> KEEP), so the first SWAP_CLUSTER_MAX batches "
-    "reclaim nothing; tierlab.core.engine.alloc_folio gives up after 4 zero-progress direct_reclaim() "
-    "calls of <= 4 batches each (~512 pages scanned, whatever the LRU size) while kswapd has scanned a few "
-    "hundred. The kernel's do_try_to_free_pages() lowers the priority to 0 (the whole LRU) and "
-    "should_reclaim_retry() retries up to MAX_RECLAIM_RETRIES no-progress rounds while reclaimable pages "
-    "could meet the watermark: the KEEP'd folios come back referenced but not young and are "
-    "RECLAIM_CLEAN on their second look, so clean page cache never causes an OOM"))
 @pytest.mark.parametrize("demotion", [False, True])
 def test_streaming_mmap_read_larger_than_memory_does_not_oom(demotion):
     from tierlab.core.engine import OP_STREAM

@@ -138,32 +138,39 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     order = folio_order_for(s, r, page)
     head = page & ~((np.int64(1) << order) - 1)
     nr = np.int64(1) << order
-    evict_nid = s.node[head]
-    refault = (s.flags2[head] & (F2_SHADOW | F2_SWAPPED)) != 0
-    swapped = (s.flags2[head] & F2_SWAPPED) != 0
+    # the faulting page's shadow entry (or swap entry) decides refault activation
+    evict_nid = s.node[page]
+    refault = (s.flags2[page] & (F2_SHADOW | F2_SWAPPED)) != 0
+    shadow_age = s.stamp[page]
+    shadow_ws = s.flags[page] & PG_WORKINGSET
     nid, cost = alloc_folio(s, p, r, cpu, head, nr, clock, scratch, cands)
     if nid < 0:
         return cost, False
+    nr_swapped = 0
     for i in range(nr):
         s.order[head + i] = (s.order[head + i] & ~ORDER_MASK) | order
+        if s.flags2[head + i] & F2_SWAPPED:
+            nr_swapped += 1
+        if i > 0:
+            s.flags2[head + i] = F2_ANON if anon else np.uint8(0)
+            s.flags[head + i] = 0
     take_pages(s, nid, head, nr)
     contig = s.flags2[head] & F2_CONTIG
-    # only a shadow entry's workingset bit survives eviction; workingset_refault() consumes it
-    s.flags[head] = (s.flags[head] & PG_WORKINGSET) if refault else np.uint8(0)
     s.flags2[head] = F2_PRESENT | contig | (F2_ANON if anon else 0)
+    s.flags[head] = shadow_ws if refault else np.uint8(0)
     if refault:
+        s.stamp[head] = shadow_age
         workingset_refault(s, p, head, nid, evict_nid)
     s.stamp[head] = STAMP_NONE
     if anon:
         s.counters[cpu_nid, PGFAULT] += 1
         cost += p[P_FAULT_NS]
-        if swapped:
-            s.misc[MISC_SWAP_USED] -= nr
+        if nr_swapped > 0:
+            s.misc[MISC_SWAP_USED] -= nr_swapped
             s.counters[cpu_nid, PGMAJFAULT] += 1
-            s.counters[nid, PSWPIN] += nr
-            cost += p[P_SWAP_IN_4K_NS] * nr
-        else:
-            cost += p[P_ZERO_PAGE_NS] * nr
+            s.counters[nid, PSWPIN] += nr_swapped
+            cost += p[P_SWAP_IN_4K_NS] * nr_swapped
+        cost += p[P_ZERO_PAGE_NS] * (nr - nr_swapped)
         s.flags2[head] |= F2_MAPPED
     else:
         io = p[P_IO_SEQ_4K_NS] if (op & OP_STREAM) else p[P_IO_RAND_4K_NS]

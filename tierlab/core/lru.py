@@ -21,7 +21,7 @@ from ._jit import jit, jit_inline
 
 from .params import P_LRU_BATCH_SIZE, P_SWAP_PAGES
 from .state import (
-    F2_ANON, F2_BATCHED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
+    F2_ANON, F2_BATCHED, F2_PRESENT, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MISC_SWAP_USED, PG_ACTIVE, PG_LRU, PG_REFERENCED,
     PG_WORKINGSET, folio_lru, folio_nr_pages, list_add, list_del, lru_sentinel,
 )
@@ -125,12 +125,16 @@ def workingset_eviction(s, head):
     nr = folio_nr_pages(s, head)
     # the shadow records the age before this eviction is counted, so a refault's distance
     # includes the folio's own eviction
-    s.stamp[head] = np.uint32(s.nonresident_age[nid] & 0xFFFFFFFF)
+    age = np.uint32(s.nonresident_age[nid] & 0xFFFFFFFF)
     workingset_age_nonresident(s, nid, nr)
-    if s.flags2[head] & F2_ANON:
-        s.flags2[head] |= F2_SWAPPED
-    else:
-        s.flags2[head] |= F2_SHADOW
+    mark = F2_SWAPPED if (s.flags2[head] & F2_ANON) else F2_SHADOW
+    ws = s.flags[head] & PG_WORKINGSET
+    # the folio is gone: each page keeps its own swap entry / shadow (and is order 0 again)
+    for i in range(nr):
+        s.stamp[head + i] = age
+        s.flags2[head + i] |= mark
+        s.flags[head + i] = ws
+        s.order[head + i] &= ~ORDER_MASK
 
 
 @jit

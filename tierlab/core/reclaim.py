@@ -139,10 +139,9 @@ def reclaim_folio(s, p, nid, x):
     elif s.flags[x] & PG_DIRTY:
         s.counters[nid, PGPGOUT] += nr * 4
         cost += p[P_IO_SEQ_4K_NS] * nr
-    workingset_eviction(s, x)
-    s.flags[x] &= PG_WORKINGSET   # the shadow keeps the workingset bit; the rest goes with the folio
-    s.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
     free_folio(s, x)
+    s.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
+    workingset_eviction(s, x)     # leaves shadows/swap entries; keeps only the workingset bit
     return nr, cost
 
 
