@@ -232,7 +232,11 @@ class Simulation:
                 if status == st.STATUS_OOM:
                     raise ConfigError(self._oom_message())
                 if status == st.STATUS_MARKS_FULL:
-                    raise RuntimeError("workload emitted more MARK ops than nr_marks() declared")
+                    old = self.state.marks
+                    grown = np.zeros((old.shape[0], 2 * old.shape[1]), dtype=old.dtype)
+                    grown[:, :old.shape[1]] = old
+                    self.state = self.state._replace(marks=grown)
+                    continue
                 break
             if progress is not None:
                 progress(int(ch.pages.shape[0]))

@@ -10,7 +10,8 @@ is serial and driven by virtual time only, so a run is bit-identical whatever th
 
 Accesses. A chunk holds, per task, a run of (page, op) pairs (CSR layout: offsets[T+1]). An op is
 a kind in bits 0-1 -- LOAD/STORE through page tables, READ/WRITE through read()/write() of the page
-cache -- and flags: STREAM (sequential: readahead-friendly), SYSCALL_END (the system call returns
+cache -- and flags: STREAM (sequential: readahead-friendly), PAGE (a load copies the whole
+4 KiB page rather than one cache line), SYSCALL_END (the system call returns
 after this page: task work runs), MARK (record the task's clock, e.g. at the end of a cycle).
 
 Models mm/memory.c handle_mm_fault() (anonymous zero-fill and zero-page read faults, swap-in,
@@ -55,9 +56,10 @@ OP_STORE = 1
 OP_READ = 2
 OP_WRITE = 3
 OP_KIND_MASK = 3
-OP_STREAM = 4
+OP_STREAM = 4        # part of a sequential stream: readahead serves its misses
 OP_SYSCALL_END = 8
 OP_MARK = 16
+OP_PAGE = 32         # a load through page tables that reads the whole 4 KiB page (not one line)
 
 NODE_SAMPLE_COLS = 6   # per node in a sample row: free, 4 LRU sizes, isolated
 INF = np.int64(1) << np.int64(62)
@@ -240,7 +242,7 @@ def access(s, p, task, cpu, page, op, clock, scratch, cands):
     if kind == OP_STORE:
         s.flags[head] |= PG_DIRTY
         cost += line_store_ns(s, p, nid, now)
-    elif op & OP_STREAM:
+    elif op & OP_PAGE:
         cost += seq_page_ns(s, p, nid, now)
     else:
         cost += line_load_ns(s, p, nid, now)
@@ -341,7 +343,7 @@ def hit_path(pages, ops, pos, end, clock, limit, scan_at, task, node, flags, fla
                 f |= PG_DIRTY
                 nbytes = 128.0
                 cost = write_ns[nid] * load_factor[nid]
-            elif op & OP_STREAM:
+            elif op & OP_PAGE:
                 nbytes = 4096.0
                 cost = seq_ns[nid] * load_factor[nid]
             else:
@@ -476,6 +478,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if pos >= end or clock >= limit:
                 break
             op = ops[pos]
+            if (op & OP_MARK) and s.nr_marks[t] >= s.marks.shape[1]:
+                status = STATUS_MARKS_FULL          # the caller grows `marks` and resumes here
+                break
             cost, ok = access(s, p, t, c, pages[pos], op, clock, scratch, cands)
             pos += 1
             clock += np.int64(cost)
@@ -491,13 +496,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 if rt >= s.numa_scan[t, 0]:
                     clock += np.int64(task_tick_numa(s, p, t, rt, clock))
             if op & OP_MARK:
-                m = s.nr_marks[t]
-                if m < s.marks.shape[1]:
-                    s.marks[t, m] = clock
-                    s.nr_marks[t] = m + 1
-                else:
-                    status = STATUS_MARKS_FULL
-                    break
+                s.marks[t, s.nr_marks[t]] = clock
+                s.nr_marks[t] += 1
             if clock >= limit or s.misc[MISC_WAKEUPS] != wakeups:
                 break
         task_pos[t] = pos

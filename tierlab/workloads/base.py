@@ -148,6 +148,10 @@ class Workload:
     def chunks(self, seed: int) -> Iterator[Chunk]:
         raise NotImplementedError
 
+    def nr_accesses(self) -> int | None:
+        """Accesses the workload's chunks will hold (for progress bars), if known up front."""
+        return None
+
     def nr_marks(self) -> int:
         """MARK ops per task (cycle boundaries), to size the marks array."""
         return 0

@@ -73,6 +73,9 @@ class FileRead(Workload):
     def nr_marks(self) -> int:
         return self.cycles + self.warmup
 
+    def nr_accesses(self) -> int:
+        return self.stream_length() * self.tasks
+
     def stream_length(self) -> int:
         return (self.buffer_pages if self.warmup else 0) + self.file_pages * (self.cycles + self.warmup)
 

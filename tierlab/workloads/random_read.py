@@ -2,10 +2,16 @@
 
 Each task issues `accesses` reads of one 4 KiB page chosen uniformly or by a zipf law (rank r has
 weight r**-zipf_theta, ranks scattered over the region by a fixed permutation). Over a file with
-io=read each access is a pread() of one page (READ op, ends the system call); with io=mmap it is a
-4 KiB load through the mapping; over an anon region (target=anon) it is a 4 KiB load (the region is
-first written once, untimed by a MARK, so the loads find populated memory). `prefault=1` reads the
-file once sequentially first (warm page cache, as after fio's lay-out), ending with a MARK.
+io=mmap (the default: NUMA balancing only ever sees mapped memory) each access is a 4 KiB read
+through the mapping; with io=read it is a pread() of one page (fio's psync engine); over an anon
+region (target=anon) it is a 4 KiB load (the region is first written once, ending with a MARK, so
+the loads find populated memory). `prefault=1` reads the file once sequentially first (warm page
+cache, as after fio's lay-out), ending with a MARK.
+
+Note on placement: with the default policy a file larger than the local node spills to the next
+node of the zonelist once the local node is below its LOW watermark, without waking kswapd (as
+get_page_from_freelist() does); kswapd demotes from the local node only when promotions fail for
+lack of room (io=mmap with numa_balancing=2) or when the policy binds the file to the local node.
 """
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..core.engine import OP_LOAD, OP_MARK, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
+from ..core.engine import OP_LOAD, OP_MARK, OP_PAGE, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
@@ -57,6 +63,9 @@ class RandomRead(Workload):
     def nr_marks(self) -> int:
         return 2
 
+    def nr_accesses(self) -> int:
+        return sum(self._prefault_len(t) + self.accesses for t in range(self.tasks))
+
     def _prefault_len(self, t: int) -> int:
         # anon always needs populating before loads mean anything; one task does it
         populate = self.prefault or self.target == "anon"
@@ -78,11 +87,11 @@ class RandomRead(Workload):
         T = self.tasks
         rngs = [np.random.default_rng([seed, t]) for t in range(T)]
         if self.target == "anon":
-            fill_op, op = OP_STORE | OP_STREAM, OP_LOAD | OP_STREAM
+            fill_op, op = OP_STORE | OP_STREAM, OP_LOAD | OP_PAGE
         elif self.io == "read":
             fill_op, op = OP_READ | OP_STREAM | OP_SYSCALL_END, OP_READ | OP_SYSCALL_END
         else:
-            fill_op, op = OP_LOAD | OP_STREAM, OP_LOAD | OP_STREAM
+            fill_op, op = OP_LOAD | OP_STREAM | OP_PAGE, OP_LOAD | OP_PAGE
         lengths = [self._prefault_len(t) + self.accesses for t in range(T)]
         per_task = max(1, CHUNK_ACCESSES // T)
         start = 0

@@ -61,6 +61,9 @@ class TraceWorkload(Workload):
         pol, nodes = self.policy
         return [Region("trace", self.kind, max(1, self._dense[1]), pol, nodes)]
 
+    def nr_accesses(self) -> int:
+        return int(self.trace.count.astype("int64").sum())
+
     def nr_marks(self) -> int:
         return 1
 
