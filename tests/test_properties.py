@@ -37,57 +37,70 @@ IDX = {n: i for i, n in enumerate(VMSTAT_NAMES)}
 # generation
 # --------------------------------------------------------------------------------------------
 
-@hs.composite
-def scenarios(draw, orders=(0,)):
-    nn = draw(hs.integers(1, 3))
-    nodes = [(draw(hs.integers(64, 256)), draw(hs.integers(1, 2)), DRAM)]
+def scenario_from_seed(seed, orders=(0,)):
+    """A random scenario: machine, regions, knobs, tasks, access mix. Sizes are drawn relative to the
+    machine so that most runs reclaim (spill, kswapd, direct reclaim, demotion, swap), and NUMA
+    scanning knobs are shortened so hint faults happen within a few milliseconds of run time."""
+    rng = np.random.default_rng(seed)
+    pick = lambda seq: seq[int(rng.integers(0, len(seq)))]     # noqa: E731
+    # one run in three is a plain DRAM + CXL tiering set-up: default policy, hint faults, promotion
+    tiering = rng.random() < 1 / 3
+    nn = 2 if tiering else int(rng.integers(1, 4))
+    nodes = [(int(rng.integers(64, 257)), int(rng.integers(1, 3)), DRAM)]
     for _ in range(1, nn):
-        nodes.append((draw(hs.integers(64, 512)), draw(hs.sampled_from([0, 0, 1])),
-                      draw(hs.sampled_from([DRAM, CXL, CXL, LOWER]))))
+        nodes.append((int(rng.integers(64, 513)), 0 if tiering else pick([0, 0, 1]),
+                      CXL if tiering else pick([DRAM, CXL, CXL, CXL, LOWER])))
     total = sum(n[0] for n in nodes)
     regions = []
-    for i in range(draw(hs.integers(1, 3))):
-        kind = draw(hs.sampled_from(["anon", "file", "file_mapped"]))
-        # footprints from a few pages to more than the whole machine: most runs reclaim
-        pages = draw(hs.integers(8, max(16, total * 3 // 2)))
+    for i in range(int(rng.integers(1, 4))):
+        kind = pick(["anon", "anon", "file", "file_mapped", "file_mapped"])
+        pages = max(8, int(total * pick([0.05, 0.3, 0.7, 1.0, 1.5])) + int(rng.integers(0, 8)))
+        order = pick(orders)
         if max(orders) > 0:     # keep every region (and so every base) a multiple of the largest folio
             pages = -(-pages >> max(orders)) << max(orders)
-        policy = draw(hs.sampled_from(["default", "default", "bind0", "bind", "preferred", "interleave"]))
+        policy = pick(["default", "default", "default", "bind0", "bind0", "bind", "preferred", "interleave"])
+        if tiering:
+            policy = pick(["default", "default", "default", "bind0"])
         rnodes = ()
         if policy == "bind0":
             policy, rnodes = "bind", (0,)
         elif policy != "default":
-            rnodes = tuple(draw(hs.lists(hs.integers(0, nn - 1), min_size=1, max_size=nn, unique=True)))
+            rnodes = tuple(int(x) for x in rng.permutation(nn)[:int(rng.integers(1, nn + 1))])
             if policy == "preferred":
                 rnodes = rnodes[:1]
         regions.append(Region(f"r{i}", "anon" if kind == "anon" else "file", pages, policy, rnodes,
-                              order=draw(hs.sampled_from(orders)), mapped=kind == "file_mapped"))
+                              order=order, mapped=kind == "file_mapped"))
     anon_total = sum(r.pages for r in regions if r.kind == "anon")
-    swap = draw(hs.sampled_from(["none", "enough", "enough", "enough", "small"]))
+    swap = pick(["none", "enough", "enough", "enough", "small"])
     knobs = dict(
-        demotion_enabled=int(draw(hs.sampled_from([0, 1, 1]))),
+        demotion_enabled=pick([0, 1, 1]),
         swap_size={"none": 0, "enough": 2 * anon_total + 64, "small": 32}[swap],
-        numa_balancing=draw(hs.sampled_from([0, 1, 2, 2, 3])),
-        lru_batch_size=draw(hs.sampled_from([1, 4, 15, 31])),
-        watermark_scale_factor=draw(hs.sampled_from([10, 10, 200, 1000])),
-        swappiness=draw(hs.integers(0, 200)),
-        pagecache_promotion_enabled=int(draw(hs.booleans())),
-        scan_delay_ms=draw(hs.sampled_from([0, 0, 1, 1000])),
-        scan_period_min_ms=draw(hs.sampled_from([1, 1, 10, 1000])),
-        scan_size_mb=draw(hs.sampled_from([1, 1, 256])),
-        hot_threshold_ms=draw(hs.sampled_from([1, 1000, 1000])),
+        numa_balancing=pick([0, 1, 2, 2, 3]),
+        lru_batch_size=pick([1, 4, 15, 31]),
+        watermark_scale_factor=pick([10, 10, 200, 1000]),
+        swappiness=int(rng.integers(0, 201)),
+        pagecache_promotion_enabled=pick([0, 1]),
+        scan_delay_ms=pick([0, 0, 0, 1, 1000]),
+        scan_period_min_ms=pick([1, 1, 1, 10, 1000]),
+        scan_size_mb=pick([1, 1, 256]),
+        hot_threshold_ms=pick([1, 1000, 1000]),
     )
-    nr_tasks = draw(hs.integers(1, 3))
-    lengths = [draw(hs.integers(20, 2500)) for _ in range(nr_tasks)]
+    if tiering:
+        knobs.update(numa_balancing=pick([2, 2, 3]), scan_delay_ms=0, scan_period_min_ms=1, scan_size_mb=1)
+    nr_tasks = int(rng.integers(1, 4))
+    lengths = [pick([20, 300, 1500, 3000, 8000]) + int(rng.integers(0, 50)) for _ in range(nr_tasks)]
     mix = dict(
-        seed=draw(hs.integers(0, 2**32 - 1)),
-        p_seq=draw(hs.floats(0.0, 1.0)),
-        p_write=draw(hs.floats(0.0, 1.0)),
-        p_syscall_end=draw(hs.sampled_from([1.0, 1.0, 0.5])),
-        hot=draw(hs.sampled_from([None, 0.1, 0.5])),
+        seed=int(rng.integers(0, 2**32)),
+        p_seq=pick([0.0, 0.3, 0.7, 1.0]),
+        p_write=pick([0.0, 0.1, 0.5, 1.0]),
+        p_syscall_end=pick([1.0, 1.0, 0.5]),
+        hot=pick([None, 0.1, 0.5]),
     )
-    sim_seed = draw(hs.integers(0, 1000))
-    return nodes, regions, knobs, nr_tasks, lengths, mix, sim_seed
+    return nodes, regions, knobs, nr_tasks, lengths, mix, int(rng.integers(0, 1000))
+
+
+def scenarios(orders=(0,)):
+    return hs.integers(0, 2**32 - 1).map(lambda seed: scenario_from_seed(seed, orders))
 
 
 def accesses(regions, lengths, mix):
@@ -303,6 +316,9 @@ def test_same_seed_same_run(scn):
     assert counters(a) == counters(b)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "engine bug (test_reclaim.py::test_large_folios_never_overcommit_swap): a 4-page folio is swapped "
+    "out when fewer than 4 swap slots are free, so swap in use exceeds swap_size"))
 @settings(deadline=None, max_examples=15)
 @given(scenarios(orders=(2,)))
 def test_state_invariants_large_folios(scn):
