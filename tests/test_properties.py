@@ -267,6 +267,22 @@ def check_invariants(sim):
         assert (c[:, IDX[f"pgsteal_{kind}"]] >= c[:, IDX[f"pgdemote_{kind}"]]).all()
     g = c.sum(axis=0)
     assert g[IDX["pgpromote_success"]] <= g[IDX["numa_pages_migrated"]] <= g[IDX["pgmigrate_success"]]
+    demoted = g[IDX["pgdemote_kswapd"]] + g[IDX["pgdemote_direct"]]
+    assert g[IDX["pgmigrate_success"]] >= demoted + g[IDX["numa_pages_migrated"]]   # both are migrations
+    # every scanned / reclaimed page is counted once by reclaimer and once by type
+    for what in ("pgscan", "pgsteal"):
+        assert (c[:, IDX[f"{what}_kswapd"]] + c[:, IDX[f"{what}_direct"]]
+                == c[:, IDX[f"{what}_anon"]] + c[:, IDX[f"{what}_file"]]).all(), what
+    assert (c[:, IDX["pgsteal_anon"]] <= c[:, IDX["pgscan_anon"]]).all()
+    assert (c[:, IDX["pgsteal_file"]] <= c[:, IDX["pgscan_file"]]).all()
+    # workingset: activation only for refaults, restore only for activations
+    for typ in ("anon", "file"):
+        assert g[IDX[f"workingset_restore_{typ}"]] <= g[IDX[f"workingset_activate_{typ}"]] \
+            <= g[IDX[f"workingset_refault_{typ}"]]
+    assert g[IDX["pswpin"]] <= g[IDX["pswpout"]]
+    assert g[IDX["numa_hint_faults_local"]] <= g[IDX["numa_hint_faults"]]
+    # pages allocated minus pages freed on a node are the pages in use there
+    assert (c[:, IDX["pgalloc"]] - c[:, IDX["pgfree"]]).tolist() == used.tolist()
     for nid in range(N):
         can_demote = bool(sim.kernel.demotion_enabled) and int(s.demote_target[nid, 0]) >= 0
         if not can_demote:
