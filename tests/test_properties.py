@@ -332,9 +332,6 @@ def test_same_seed_same_run(scn):
     assert counters(a) == counters(b)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug (test_reclaim.py::test_large_folios_never_overcommit_swap): a 4-page folio is swapped "
-    "out when fewer than 4 swap slots are free, so swap in use exceeds swap_size"))
 @settings(deadline=None, max_examples=15)
 @given(scenarios(orders=(2,)))
 def test_state_invariants_large_folios(scn):

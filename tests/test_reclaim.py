@@ -350,12 +350,6 @@ def test_streaming_mmap_read_larger_than_memory_does_not_oom(demotion):
     assert c["pgsteal_kswapd"] + c["pgsteal_direct"] >= 3072 - 1024
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: tierlab.core.lru.can_swap() only checks swap_used < swap_pages and "
-    "reclaim.reclaim_folio() then takes nr pages of swap, so a large folio is swapped out into fewer free "
-    "slots than it has pages (swap in use exceeds the swap size). The kernel's add_to_swap() / "
-    "folio_alloc_swap() needs nr free entries (contiguous for a large folio; otherwise the folio is split "
-    "and its pages swapped one by one while slots remain) and never overcommits the device"))
 def test_large_folios_never_overcommit_swap():
     sim = make_sim(machine((256, 1, DRAM)), [Region("a", "anon", 400, order=2)], lru_batch_size=1, swap_size=6)
     with pytest.raises(ConfigError, match="out of memory"):

@@ -35,7 +35,7 @@ from .lru import (
 from .migrate import batch_cost, move_isolated_folio
 from .page_alloc import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
 from .params import (
-    P_DEMOTION_ENABLED, P_IO_SEQ_4K_NS, P_RECLAIM_FREE_NS, P_RECLAIM_SCAN_NS, P_SWAP_OUT_4K_NS,
+    P_DEMOTION_ENABLED, P_IO_SEQ_4K_NS, P_SWAP_PAGES, P_RECLAIM_FREE_NS, P_RECLAIM_SCAN_NS, P_SWAP_OUT_4K_NS,
     P_SWAPPINESS,
 )
 from .state import (
@@ -131,7 +131,8 @@ def reclaim_folio(s, p, nid, x):
     nr = folio_nr_pages(s, x)
     cost = p[P_RECLAIM_FREE_NS]
     if s.flags2[x] & F2_ANON:
-        if not can_swap(s, p):
+        if s.misc[MISC_SWAP_USED] + nr > p[P_SWAP_PAGES]:
+            # add_to_swap() needs nr free entries; a large folio is not split here (simplified)
             return 0, 0.0
         s.misc[MISC_SWAP_USED] += nr
         s.counters[nid, PSWPOUT] += nr
