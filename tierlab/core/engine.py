@@ -65,7 +65,7 @@ NODE_SAMPLE_COLS = 6   # per node in a sample row: free, 4 LRU sizes, isolated
 INF = np.int64(1) << np.int64(62)
 
 
-@jit
+@jit_inline
 def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
     """Pick the node for a new folio as __alloc_pages() would. Returns (node or -1 on OOM, cost)."""
     cpu_nid = s.cpu_node[cpu]
@@ -120,7 +120,7 @@ def folio_order_for(s, r, page):
     return np.int64(0)
 
 
-@jit
+@jit_inline
 def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     """Bring a non-present page in (anon zero-fill or zero page, swap-in, page-cache miss).
     Returns (cost, ok); ok is False only on OOM."""

@@ -155,11 +155,13 @@ def reset_promotion_state(nbp: np.ndarray, counters_candidate: np.ndarray, now_m
 
 @jit
 def task_scan_start_ns(s, p):
-    """task_scan_start() for the current RSS: scan_period_min / windows, floored at the
-    MAX_SCAN_WINDOW rate (100 ms at 256 MB per pass)."""
-    rss = 0
-    for nid in range(s.free.shape[0]):
-        rss += s.managed[nid] - s.free[nid]
+    """task_scan_start() for the current RSS: scan_period_min / windows (one window per
+    scan_size_mb of RSS), floored at the MAX_SCAN_WINDOW rate (100 ms at 256 MB per pass). Runs
+    once per task (a walk over the pages to count the RSS)."""
+    rss = 0   # get_mm_rss(): pages mapped by the mm (anon and mapped file), not page cache
+    for x in range(s.node.shape[0]):
+        if (s.flags2[x] & F2_PRESENT) and (s.flags2[x] & F2_MAPPED):
+            rss += 1
     scan_pages = np.int64(p[P_SCAN_SIZE_MB]) << 8
     windows = max(np.int64(1), (rss + scan_pages - 1) // scan_pages)
     floor_ms = 1000.0 * p[P_SCAN_SIZE_MB] / MAX_SCAN_WINDOW_MB
