@@ -13,7 +13,7 @@ the LRU instead of through the per-CPU lru_add batch.
 """
 from __future__ import annotations
 
-from ._jit import jit, jit_inline
+from ._jit import jit_inline
 
 from .cost import migrate_batch_ns, migrate_folio_ns
 from .lru import lruvec_add_folio

@@ -241,9 +241,38 @@ def task_tick_numa(s, p, task, runtime, now):
 
 
 @jit
-def from_lru_putback(s, head, nid, nr):
-    lruvec_add_folio(s, head)
-    s.counters[nid, PGMIGRATE_FAIL] += nr
+def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
+    """Refuse unless dst keeps WMARK_HIGH after taking the folio (then wake its kswapd: in tiering
+    mode that is how promotion makes demotion happen), and isolate the folio from its LRU
+    (folio_isolate_lru fails for a folio still in an lru_add batch or already isolated)."""
+    if not migrate_balanced_pgdat(s, dst, nr):
+        wakeup_kswapd(s, p, dst, now)
+        return False
+    if not (s.flags[head] & PG_LRU) or (s.flags[head] & PG_ISOLATED):
+        return False
+    lruvec_del_folio(s, head)
+    s.flags[head] |= PG_ISOLATED
+    s.nr_isolated[s.node[head]] += nr
+    return True
+
+
+@jit
+def migrate_misplaced_folio(s, p, head, dst, nr, now):
+    """Migrate an isolated folio to dst (alloc_misplaced_dst_folio: no reclaim, so dst must stay
+    above WMARK_MIN), or put it back on its LRU. Counts numa_pages_migrated, and pgpromote_success
+    for a move from a lower tier into the top tier. Returns (migrated, cost)."""
+    src = s.node[head]
+    s.nr_isolated[src] -= nr
+    if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
+        s.flags[head] &= ~PG_ISOLATED
+        lruvec_add_folio(s, head)
+        s.counters[src, PGMIGRATE_FAIL] += nr
+        return False, 0.0
+    cost = move_isolated_folio(s, p, head, dst, now)
+    s.counters[dst, NUMA_PAGES_MIGRATED] += nr
+    if s.tier[dst] == 0 and s.tier[src] != 0:
+        s.counters[dst, PGPROMOTE_SUCCESS] += nr
+    return True, cost
 
 
 @jit
@@ -265,20 +294,7 @@ def do_numa_page(s, p, head, cpu_nid, now):
         return cost
     if dst == nid:
         return cost
-    if not migrate_balanced_pgdat(s, dst, nr):
-        wakeup_kswapd(s, p, dst, now)
+    if not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         return cost
-    if not (s.flags[head] & PG_LRU) or (s.flags[head] & PG_ISOLATED):
-        return cost
-    lruvec_del_folio(s, head)
-    if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
-        from_lru_putback(s, head, nid, nr)
-        return cost
-    s.flags[head] |= PG_ISOLATED
-    cost += move_isolated_folio(s, p, head, dst, now)
-    s.counters[dst, NUMA_PAGES_MIGRATED] += nr
-    if s.tier[dst] == 0:      # slow tier -> top tier only (migrate_misplaced_folio)
-        s.counters[dst, PGPROMOTE_SUCCESS] += nr
-    return cost
-
-
+    ok, c = migrate_misplaced_folio(s, p, head, dst, nr, now)
+    return cost + c

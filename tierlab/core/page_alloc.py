@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ._jit import jit, jit_inline
+from ._jit import jit_inline
 
 from .params import P_NUMA_BALANCING
 from .state import (

@@ -26,21 +26,20 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit
 
-from .lru import lruvec_add_folio, lruvec_del_folio
-from .migrate import batch_cost, move_isolated_folio
-from .numa_balancing import migrate_balanced_pgdat, now_ms, should_numa_migrate_memory
-from .page_alloc import wakeup_kswapd, zone_watermark_ok
+from .migrate import batch_cost
+from .numa_balancing import (
+    migrate_misplaced_folio, migrate_misplaced_folio_prepare, now_ms, should_numa_migrate_memory,
+)
 from .params import (
     P_NUMA_MIGRATE_CHECK_NS, P_PAGECACHE_PROMOTION_CAP, P_PAGECACHE_PROMOTION_ORDER,
     P_PROMOTE_RATE_LIMIT_MBPS, P_PROMOTION_CANDIDATE_NS, P_TASK_WORK_NS,
 )
 from .state import (
-    PG_ISOLATED, PG_LRU, WMARK_MIN, folio_nr_pages, list_add, list_add_tail, list_del,
+    folio_nr_pages, list_add, list_add_tail, list_del,
     promo_sentinel,
 )
 from .vmstat import (
-    NUMA_HINT_PAGE_CACHE, NUMA_HINT_PAGE_CACHE_LOCAL, NUMA_PAGES_MIGRATED, PGMIGRATE_FAIL,
-    PGPROMOTE_SUCCESS, PROMOTE_DEFERRED_PAGES, PROMOTE_PUTBACK_PAGES,
+    NUMA_HINT_PAGE_CACHE, NUMA_HINT_PAGE_CACHE_LOCAL, PROMOTE_DEFERRED_PAGES, PROMOTE_PUTBACK_PAGES,
 )
 
 # enum PromoCap
@@ -72,14 +71,8 @@ def promotion_candidate(s, p, task, cpu_nid, head, clock):
         return cost
     if dst == nid:
         return cost
-    if not migrate_balanced_pgdat(s, dst, nr):
-        wakeup_kswapd(s, p, dst, clock)
+    if not migrate_misplaced_folio_prepare(s, p, head, dst, nr, clock):
         return cost
-    if not (s.flags[head] & PG_LRU):
-        return cost   # still in an lru_add batch: folio_isolate_lru() fails
-    lruvec_del_folio(s, head)
-    s.flags[head] |= PG_ISOLATED
-    s.nr_isolated[nid] += nr
     if np.int64(p[P_PAGECACHE_PROMOTION_ORDER]) == PROMO_ORDER_ADD:
         list_add(s, promo_sentinel(s, task), head)
     else:
@@ -104,17 +97,10 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         list_del(s, x)
         nr = folio_nr_pages(s, x)
         src = s.node[x]
-        s.nr_isolated[src] -= nr
         nr_folios += 1
-        if zone_watermark_ok(s, dst, nr, WMARK_MIN):
-            cost += move_isolated_folio(s, p, x, dst, clock + np.int64(cost))
-            s.counters[dst, NUMA_PAGES_MIGRATED] += nr
-            if s.tier[dst] == 0:
-                s.counters[dst, PGPROMOTE_SUCCESS] += nr
-        else:
-            s.flags[x] &= ~PG_ISOLATED
-            lruvec_add_folio(s, x)
-            s.counters[src, PGMIGRATE_FAIL] += nr
+        ok, c = migrate_misplaced_folio(s, p, x, dst, nr, clock + np.int64(cost))
+        cost += c
+        if not ok:
             s.counters[src, PROMOTE_PUTBACK_PAGES] += nr
     cost += batch_cost(p, nr_folios)
     s.promo_count[task] = 0

@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
-from .cost import note_bytes
 from .lru import (
     can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, node_lru_pages,
     workingset_eviction,
@@ -40,8 +39,7 @@ from .params import (
 )
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
-    LRU_INACTIVE_FILE, MISC_SWAP_USED, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_LRU, PG_PROTNONE,
-    PG_REFERENCED, PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel,
+    LRU_INACTIVE_FILE, MISC_SWAP_USED, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel,
     rng_next,
 )
 from .vmstat import (

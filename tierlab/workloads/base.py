@@ -7,7 +7,7 @@ tierlab.core.engine OP_*). Generators are vectorised numpy; nothing is a Python 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterator
 
 import numpy as np

@@ -1,0 +1,66 @@
+"""The reproduction registry and the seed 000 reproduction at a small scale: the table's shape and
+roles, that calibration hits the two baseline columns, and that the model shows the seed's
+qualitative result (promotion brings a CXL-resident file back to about DRAM speed)."""
+import pandas as pd
+import pytest
+
+from tierlab.cli import main
+from tierlab.errors import ConfigError
+from tierlab.reproduce import COLUMNS, list_reproductions, published, run_reproduction
+
+
+@pytest.fixture(scope="module")
+def seed000():
+    return run_reproduction("pagecache-promotion-128g", scale=64, steady_cycles=2, cycles=12)
+
+
+def test_registry_lists_seed000():
+    assert "pagecache-promotion-128g" in [r.name for r in list_reproductions()]
+    with pytest.raises(ConfigError, match="unknown reproduction"):
+        run_reproduction("no-such-reproduction")
+
+
+def test_published_numbers_come_from_data_with_sources():
+    pub = published("pagecache_promotion_128g.csv")
+    assert {"experiment", "metric", "published", "source"} <= set(pub.columns)
+    assert pub.source.str.len().min() > 10
+
+
+def test_table_shape_and_roles(seed000):
+    df = seed000
+    assert list(df.columns) == COLUMNS
+    calibrated = set(df[df.role == "calibrated"].metric)
+    assert calibrated == {"dram_base_s_per_cycle", "cxl_base_s_per_cycle"}
+    assert (df.role.isin(["calibrated", "predicted"])).all()
+    pub = published("pagecache_promotion_128g.csv").set_index(["experiment", "metric"]).published
+    for r in df.itertuples():
+        assert r.published == pub[(r.experiment, r.metric)]     # published column is the data file's
+        assert r.rel_error == pytest.approx((r.simulated - r.published) / r.published)
+
+
+def test_calibration_hits_the_baselines(seed000):
+    cal = seed000[seed000.role == "calibrated"]
+    assert (cal.rel_error.abs() < 0.01).all()
+
+
+def test_promotion_brings_the_file_back_to_dram_speed(seed000):
+    v = seed000.set_index("metric").simulated
+    assert v["cycle_1_s"] > v["cxl_base_s_per_cycle"]            # promoting costs time first
+    assert v["post_promotion_s_per_cycle"] < 0.9 * v["cxl_base_s_per_cycle"]
+    assert v["post_promotion_s_per_cycle"] == pytest.approx(v["toptier_check_s_per_cycle"], rel=0.02)
+    assert v["capped_promotion_rounds"] >= 2                    # v3's per-task cap spreads promotion out
+    assert v["add_order_overhead"] > 0                          # list_add loses destination locality
+
+
+def test_cli_reproduce_csv(capsys, tmp_path):
+    assert main(["reproduce", "pagecache-promotion-128g", "--scale", "256", "--format", "csv",
+                 "--figures", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    df = pd.read_csv(__import__("io").StringIO(out))
+    assert list(df.columns) == COLUMNS and len(df) > 10
+    assert any(p.name.endswith("-cycles.png") for p in tmp_path.iterdir())
+
+
+def test_cli_reproduce_bad_name(capsys):
+    assert main(["reproduce", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
