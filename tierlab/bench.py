@@ -178,7 +178,20 @@ def bench_startup(args: list[str] | None = None) -> dict:
     return {"cold_start_s": times[0], "warm_start_s": times[1], "command": "python -m tierlab " + " ".join(args)}
 
 
-def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = True, log=None) -> dict:
+def bench_reproduction(scale: float = 1.0) -> dict:
+    """Wall time of the seed 000 reproduction (full size at scale 1: ~2.9 G simulated page reads,
+    the 50-cycle promoting run alone 1.7 G), after a small warm-up run fills the JIT cache."""
+    from .reproduce import run_reproduction
+    run_reproduction("pagecache-promotion-128g", scale=256, steady_cycles=1, cycles=4)
+    t = time.perf_counter()
+    df = run_reproduction("pagecache-promotion-128g", scale=scale)
+    wall = time.perf_counter() - t
+    return {"name": "pagecache-promotion-128g", "scale": scale, "wall_s": wall,
+            "predicted_max_abs_rel_error": float(df[df.role == "predicted"].rel_error.abs().max())}
+
+
+def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = True, log=None,
+              reproduction: bool | None = None) -> dict:
     """All benchmarks; the JSON shape of `tierlab bench --format json`."""
     import numba
 
@@ -195,6 +208,10 @@ def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = Tru
         r = measure(cfg)
         report["benchmarks"].append({"name": name, **r})
         say(f"{name}: {r['sim_accesses']:,} accesses in {r['wall_s']:.2f} s")
+    if reproduction if reproduction is not None else not quick:
+        say("seed 000 reproduction at full size ...")
+        report["reproduction"] = bench_reproduction(1.0 if not quick else 64.0)
+        say(f"reproduction: {report['reproduction']['wall_s']:.1f} s")
     if libcachesim:
         say("libCacheSim comparison ...")
         report["libcachesim"] = bench_libcachesim(quick)
@@ -219,6 +236,10 @@ def format_bench(report: dict) -> str:
             lines.append(f"libCacheSim LRU, {lc['trace_requests']:,} zipf requests: miss ratio tierlab "
                          f"{lc['tierlab_miss_ratio']:.6f} vs libCacheSim {lc['libcachesim_miss_ratio']:.6f} "
                          f"({same}); tierlab {lc['speedup']:.2f}x libCacheSim's speed")
+    rp = report.get("reproduction")
+    if rp is not None:
+        lines.append("")
+        lines.append(f"reproduce {rp['name']} at scale {rp['scale']:g}: {rp['wall_s']:.1f} s wall")
     su = report.get("startup")
     if su is not None:
         lines.append("")
