@@ -464,19 +464,28 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         pos = task_pos[t]
         end = offsets[t + 1]
         status = STATUS_DONE
+        slow_run = 0
         while pos < end:
-            scan_at = INF
-            if numa_on:
-                scan_at = clock + (s.numa_scan[t, 0] - (s.task_runtime[t] + (clock - start)))
-            pos, clock, pending = hit_path(
-                pages, ops, pos, end, clock, limit, scan_at, t, s.node, s.flags, s.flags2, s.order,
-                s.tier, s.seq_ns, s.line_ns, s.write_ns, s.load_factor, s.win_start, s.win_bytes,
-                s.bw_bytes_ns, s.task_last_page, s.task_call_start, s.promo_count, s.counters, s.prev,
-                s.next, s.lru_size, s.nonresident_age, p)
-            if pending:
-                clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
-            if pos >= end or clock >= limit:
-                break
+            if slow_run > 0:
+                # the hit path just stopped at once: runs of faults or promotion candidates are
+                # common, so take a few accesses on the general path before trying it again
+                slow_run -= 1
+            else:
+                scan_at = INF
+                if numa_on:
+                    scan_at = clock + (s.numa_scan[t, 0] - (s.task_runtime[t] + (clock - start)))
+                before = pos
+                pos, clock, pending = hit_path(
+                    pages, ops, pos, end, clock, limit, scan_at, t, s.node, s.flags, s.flags2,
+                    s.order, s.tier, s.seq_ns, s.line_ns, s.write_ns, s.load_factor, s.win_start,
+                    s.win_bytes, s.bw_bytes_ns, s.task_last_page, s.task_call_start, s.promo_count,
+                    s.counters, s.prev, s.next, s.lru_size, s.nonresident_age, p)
+                if pending:
+                    clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
+                if pos >= end or clock >= limit:
+                    break
+                if pos == before:
+                    slow_run = 16
             op = ops[pos]
             if (op & OP_MARK) and s.nr_marks[t] >= s.marks.shape[1]:
                 status = STATUS_MARKS_FULL          # the caller grows `marks` and resumes here

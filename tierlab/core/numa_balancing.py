@@ -24,7 +24,7 @@ threshold window cannot happen in a serial simulation.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .lru import lruvec_add_folio, lruvec_del_folio
 from .migrate import move_isolated_folio
@@ -52,26 +52,26 @@ MAX_SCAN_WINDOW_MB = 2560
 NUMA_MIGRATION_ADJUST_STEPS = 16
 
 
-@jit
+@jit_inline
 def now_ms(clock_ns):
     """jiffies_to_msecs(jiffies): the task's virtual time in ms, truncated to 32 bits."""
     return np.int64(clock_ns // 1_000_000) & 0xFFFFFFFF
 
 
-@jit
+@jit_inline
 def rate_limit_pages(p):
     """promote_rate_limit_MBps converted to 4 KiB pages per second (MB << (20 - PAGE_SHIFT))."""
     return np.int64(p[P_PROMOTE_RATE_LIMIT_MBPS]) << 8
 
 
-@jit
+@jit_inline
 def pgdat_free_space_enough(s, nid):
     """Free pages above WMARK_PROMO + max(1 GiB, node/16): promote without any hotness test."""
     enough = max(np.int64(262144), s.managed[nid] >> 4)
     return s.free[nid] > s.wmark[nid, WMARK_PROMO] + enough
 
 
-@jit
+@jit_inline
 def numa_hint_fault_latency(s, p, head, ms):
     """Time since the folio's access time was last stamped; re-stamps it with now (xchg)."""
     mask = (np.int64(1) << np.int64(p[P_ACCESS_TIME_BITS])) - 1
@@ -115,7 +115,7 @@ def numa_promotion_adjust_threshold(s, p, nid, rate_limit, ref_th, ms):
     s.nbp[nid, NBP_THRESHOLD] = th
 
 
-@jit
+@jit_inline
 def should_numa_migrate_memory(s, p, head, dst, nr, ms):
     """Tiering branch of should_numa_migrate_memory() for a folio on a slow-tier node, destination
     `dst` (the faulting CPU's node): free-space shortcut, else hot-threshold latency test, else the
@@ -138,7 +138,7 @@ def should_numa_migrate_memory(s, p, head, dst, nr, ms):
     return not numa_promotion_rate_limit(s, dst, rate_limit, nr, ms)
 
 
-@jit
+@jit_inline
 def migrate_balanced_pgdat(s, dst, nr):
     """Room for nr more pages on dst while staying at or above WMARK_HIGH."""
     return s.free[dst] >= s.wmark[dst, WMARK_HIGH] + nr
@@ -240,7 +240,7 @@ def task_tick_numa(s, p, task, runtime, now):
     return cost
 
 
-@jit
+@jit_inline
 def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
     """Refuse unless dst keeps WMARK_HIGH after taking the folio (then wake its kswapd: in tiering
     mode that is how promotion makes demotion happen), and isolate the folio from its LRU

@@ -24,7 +24,7 @@ contiguity), which is what makes list_add costly for a later sequential read.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
 from .migrate import batch_cost
 from .numa_balancing import (

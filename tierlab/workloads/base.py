@@ -146,6 +146,8 @@ class Workload:
         raise NotImplementedError
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
+        """Yield the access chunks. A chunk's arrays may be reused for the next chunk (file-read
+        refills one buffer): consume each chunk before asking for the next."""
         raise NotImplementedError
 
     def nr_accesses(self) -> int | None:

@@ -83,10 +83,13 @@ class FileRead(Workload):
         total = self.stream_length()
         per_task = max(1, CHUNK_ACCESSES // self.tasks)
         F, B = self.file_pages, (self.buffer_pages if self.warmup else 0)
+        # one pair of buffers, refilled for every chunk: a chunk is valid until the next is taken
+        pages_buf = np.empty(min(per_task, total) * self.tasks, dtype=np.int64)
+        ops_buf = np.empty(pages_buf.shape[0], dtype=np.uint8)
         for start in range(0, total, per_task):
             n = min(per_task, total - start)
-            pages = np.empty(n * self.tasks, dtype=np.int64)
-            ops = np.empty(n * self.tasks, dtype=np.uint8)
+            pages = pages_buf[:n * self.tasks]
+            ops = ops_buf[:n * self.tasks]
             for t in range(self.tasks):
                 fill_file_read(pages, ops, t * n, start, n, t * (F + self.buffer_pages), F, B, self.pages_per_call)
             yield Chunk(np.arange(self.tasks + 1, dtype=np.int64) * n, pages, ops)
