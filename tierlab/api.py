@@ -270,6 +270,8 @@ class Simulation:
             "nr_inactive_anon": s.lru_size[:, 0].copy(), "nr_active_anon": s.lru_size[:, 1].copy(),
             "nr_inactive_file": s.lru_size[:, 2].copy(), "nr_active_file": s.lru_size[:, 3].copy(),
             "nr_isolated": s.nr_isolated.copy(), "managed_pages": s.managed.copy(),
+            "wmark_min": s.wmark[:, st.WMARK_MIN].copy(), "wmark_low": s.wmark[:, st.WMARK_LOW].copy(),
+            "wmark_high": s.wmark[:, st.WMARK_HIGH].copy(), "wmark_promo": s.wmark[:, st.WMARK_PROMO].copy(),
         })
         nodes.index.name = "node"
         cols = ["time_s"] + names
