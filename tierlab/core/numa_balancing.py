@@ -41,7 +41,7 @@ from .state import (
     folio_nr_pages, region_of,
 )
 from .vmstat import (
-    NUMA_HINT_FAULTS, NUMA_HINT_FAULTS_LOCAL, NUMA_PAGES_MIGRATED, NUMA_PTE_UPDATES,
+    NUMA_HINT_FAULTS, NUMA_HINT_FAULTS_LOCAL, NUMA_HINT_PAGE_CACHE, NUMA_HINT_PAGE_CACHE_LOCAL, NUMA_PAGES_MIGRATED, NUMA_PTE_UPDATES,
     PGMIGRATE_FAIL, PGPROMOTE_CANDIDATE, PGPROMOTE_CANDIDATE_NRL, PGPROMOTE_SUCCESS,
 )
 
@@ -241,6 +241,29 @@ def task_tick_numa(s, p, task, runtime, now):
 
 
 @jit_inline
+def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache):
+    """numa_migrate_check() + mpol_misplaced() for a folio reached by a hint fault or (page_cache:
+    the RFC's vmf == NULL case) by folio_mark_accessed: count the event (numa_hint_faults[_local] or
+    numa_hint_page_cache[_local]); with the default policy (MOF|MORON) the target is the CPU's node
+    when should_numa_migrate_memory() agrees and the folio lives elsewhere. Returns it, or -1. Only
+    the tiering branch is modelled: tiering off, or a top-tier folio, gives -1."""
+    nid = s.node[head]
+    if page_cache:
+        s.counters[cpu_nid, NUMA_HINT_PAGE_CACHE] += 1
+        if nid == cpu_nid:
+            s.counters[cpu_nid, NUMA_HINT_PAGE_CACHE_LOCAL] += 1
+    else:
+        s.counters[cpu_nid, NUMA_HINT_FAULTS] += 1
+        if nid == cpu_nid:
+            s.counters[cpu_nid, NUMA_HINT_FAULTS_LOCAL] += 1
+    if not (np.int64(p[P_NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.tier[nid] == 0:
+        return -1
+    if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now_ms(now)) or cpu_nid == nid:
+        return -1
+    return cpu_nid
+
+
+@jit_inline
 def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
     """Refuse unless dst keeps WMARK_HIGH after taking the folio (then wake its kswapd: in tiering
     mode that is how promotion makes demotion happen), and isolate the folio from its LRU
@@ -281,20 +304,10 @@ def do_numa_page(s, p, head, cpu_nid, now):
     slow-tier folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio).
     No TLB shootdown is charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     s.flags[head] = (s.flags[head] & ~PG_PROTNONE) | PG_YOUNG
-    nid = s.node[head]
     nr = folio_nr_pages(s, head)
     cost = p[P_FAULT_NS] + p[P_NUMA_MIGRATE_CHECK_NS]
-    s.counters[cpu_nid, NUMA_HINT_FAULTS] += 1
-    if nid == cpu_nid:
-        s.counters[cpu_nid, NUMA_HINT_FAULTS_LOCAL] += 1
-    if not (np.int64(p[P_NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.tier[nid] == 0:
-        return cost
-    dst = cpu_nid
-    if not should_numa_migrate_memory(s, p, head, dst, nr, now_ms(now)):
-        return cost
-    if dst == nid:
-        return cost
-    if not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False)
+    if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         return cost
     ok, c = migrate_misplaced_folio(s, p, head, dst, nr, now)
     return cost + c

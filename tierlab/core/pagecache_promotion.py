@@ -24,11 +24,11 @@ contiguity), which is what makes list_add costly for a later sequential read.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit, jit_inline
+from ._jit import jit
 
 from .migrate import batch_cost
 from .numa_balancing import (
-    migrate_misplaced_folio, migrate_misplaced_folio_prepare, now_ms, should_numa_migrate_memory,
+    migrate_misplaced_folio, migrate_misplaced_folio_prepare, numa_migrate_check,
 )
 from .params import (
     P_NUMA_MIGRATE_CHECK_NS, P_PAGECACHE_PROMOTION_CAP, P_PAGECACHE_PROMOTION_ORDER,
@@ -39,7 +39,7 @@ from .state import (
     promo_sentinel,
 )
 from .vmstat import (
-    NUMA_HINT_PAGE_CACHE, NUMA_HINT_PAGE_CACHE_LOCAL, PROMOTE_DEFERRED_PAGES, PROMOTE_PUTBACK_PAGES,
+    PROMOTE_DEFERRED_PAGES, PROMOTE_PUTBACK_PAGES,
 )
 
 # enum PromoCap
@@ -63,15 +63,8 @@ def promotion_candidate(s, p, task, cpu_nid, head, clock):
         s.counters[nid, PROMOTE_DEFERRED_PAGES] += nr
         return cost
     cost += p[P_NUMA_MIGRATE_CHECK_NS]
-    s.counters[nid, NUMA_HINT_PAGE_CACHE] += 1
-    if nid == cpu_nid:
-        s.counters[nid, NUMA_HINT_PAGE_CACHE_LOCAL] += 1
-    dst = cpu_nid
-    if not should_numa_migrate_memory(s, p, head, dst, nr, now_ms(clock)):
-        return cost
-    if dst == nid:
-        return cost
-    if not migrate_misplaced_folio_prepare(s, p, head, dst, nr, clock):
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, clock, True)
+    if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, clock):
         return cost
     if np.int64(p[P_PAGECACHE_PROMOTION_ORDER]) == PROMO_ORDER_ADD:
         list_add(s, promo_sentinel(s, task), head)
