@@ -217,6 +217,23 @@ class Simulation:
             now_ms = int(self.state.misc[st.MISC_NOW] // 1_000_000) & 0xFFFFFFFF
             reset_promotion_state(self.state.nbp, self.state.counters[:, PGPROMOTE_CANDIDATE], now_ms)
 
+    def fork(self) -> "Simulation":
+        """An independent copy of this simulation as it stands: same machine, knobs, costs and
+        seed, a deep copy of every state array, the time series taken so far and the workload's
+        parameters. Branch a warmed-up machine into variants (one set-up read, several knob
+        settings after it) without re-running the set-up; the fork and a simulation that ran the
+        same steps from scratch give bit-identical counters."""
+        import copy
+        new = copy.copy(self)
+        new.state = st.SimState(*(a.copy() for a in self.state))
+        new.p = self.p.copy()
+        new.workload = copy.copy(self.workload)
+        new.workload.values = dict(self.workload.values)
+        new._ts_rows = [r.copy() for r in self._ts_rows]
+        new._scratch = self._scratch.copy()
+        new._cands = self._cands.copy()
+        return new
+
     # ---- running ---------------------------------------------------------------------------
     def run(self, chunks=None, progress=None) -> "Simulation":
         """Run the workload's chunks (or the given iterable of Chunk)."""
