@@ -169,55 +169,88 @@ def task_scan_start_ns(s, p):
 
 
 @jit
+def change_prot_numa(s, start, end, stamp, skip_toptier, tiering):
+    """change_prot_numa() over pages [start, end) of one VMA (change_pte_range() with
+    MM_CP_PROT_NUMA): make each present, mapped PTE PROT_NONE unless it already is, its folio is on
+    the top tier in tiering-only mode, or it is a dirty file folio (async migration would fail).
+    Slow-tier folios get their access time stamped (folio_xchg_access_time). Returns the number of
+    PTEs updated (numa_pte_updates)."""
+    flags, flags2, node, tier = s.flags, s.flags2, s.node, s.tier
+    updated = 0
+    for x in range(start, end):
+        xu = np.uint64(x)      # unsigned: no negative-index wraparound in the walk
+        f2 = flags2[xu]
+        if not (f2 & F2_PRESENT) or not (f2 & F2_MAPPED):
+            continue
+        nid = np.uint8(node[xu])
+        f = flags[xu]
+        if f & PG_PROTNONE:
+            continue
+        if skip_toptier and tier[nid] == 0:
+            continue
+        if (f & PG_DIRTY) and not (f2 & F2_ANON):
+            continue
+        if tiering and tier[nid] != 0:
+            s.stamp[xu] = stamp
+        flags[xu] = f | PG_PROTNONE
+        s.counters[nid, NUMA_PTE_UPDATES] += 1
+        updated += 1
+    return updated
+
+
+@jit
 def task_numa_work(s, p, now):
-    """One scan pass (task_numa_work + change_prot_numa): from the mm's cursor, make up to
-    scan_size_mb of eligible PTEs PROT_NONE, walking at most 8x that much address space. In tiering
-    mode without the NORMAL bit, top-tier folios are skipped (never hint-faulted); slow-tier
-    folios get their access time stamped. Returns the cost in ns."""
+    """One scan pass of task_numa_work(): from the mm's cursor (numa_scan_offset), over the VMAs
+    that can be scanned, change_prot_numa() in ranges of `scan_size_mb` (the range end aligned up
+    to a 2 MiB huge page, cut at the VMA's end). A range that updated any PTE uses up its length of
+    the scan_size_mb budget; every range uses up its length of the 8x larger virtual budget (so
+    areas with nothing to mark, e.g. top-tier memory in tiering-only mode, are walked through
+    faster). The pass ends when either budget is gone, or at the last VMA, which resets the cursor
+    to the start (reset_ptenuma_scan). Returns the cost in ns: every PTE of the walked ranges,
+    plus each update.
+
+    VMAs are the workload's regions; read()-only page cache has none, and a VMA whose policy lacks
+    MPOL_F_MOF (any explicit mbind policy; only the default policy has MOF|MORON) is skipped
+    (vma_policy_mof). Huge-page alignment is taken from the region's start, as for a mapping
+    placed THP-aligned."""
     mode = np.int64(p[P_NUMA_BALANCING])
     pages = np.int64(p[P_SCAN_SIZE_MB]) << 8
     virtpages = pages * 8
-    ms = now_ms(now)
-    mask = (np.int64(1) << np.int64(p[P_ACCESS_TIME_BITS])) - 1
+    stamp = np.uint32(now_ms(now) & ((np.int64(1) << np.int64(p[P_ACCESS_TIME_BITS])) - 1))
+    skip_toptier = not (mode & NUMA_BALANCING_NORMAL)
+    tiering = (mode & NUMA_BALANCING_MEMORY_TIERING) != 0
     nr_pages = s.node.shape[0]
+    nr_regions = s.region_kind.shape[0]
     x = s.misc[MISC_NUMA_SCAN_OFFSET]
+    if x >= nr_pages:
+        x = 0                   # find_vma() found nothing past the cursor: start over
+    r = region_of(s, x)
     walked = 0
     updated = 0
-    r = region_of(s, x if x < nr_pages else 0)
-    skipped = 0
-    while pages > 0 and virtpages > 0 and walked + skipped < nr_pages:
-        if x >= nr_pages:
-            x = 0
-            r = 0
-        while x >= s.region_start[r + 1]:
-            r += 1
+    done = False
+    while not done and r < nr_regions:
+        vstart = s.region_start[r]
+        vend = s.region_start[r + 1]
         if s.region_kind[r] == REGION_FILE or s.region_policy[r] != MPOL_DEFAULT:
-            # read()-only page cache has no VMA; a VMA whose policy lacks MPOL_F_MOF (any explicit
-            # mbind policy; only the default policy carries MOF|MORON) is skipped (vma_policy_mof)
-            skipped += s.region_start[r + 1] - x
-            x = s.region_start[r + 1]
+            r += 1
+            x = vend
             continue
-        walked += 1
-        virtpages -= 1
-        f2 = s.flags2[x]
-        if not (f2 & F2_PRESENT) or not (f2 & F2_MAPPED):
-            x += 1
-            continue
-        nid = s.node[x]
-        f = s.flags[x]
-        skip = (f & PG_PROTNONE) != 0
-        if not skip and s.tier[nid] == 0 and not (mode & NUMA_BALANCING_NORMAL):
-            skip = True
-        if not skip and (f & PG_DIRTY) and not (f2 & F2_ANON):   # dirty file: async migration would fail
-            skip = True
-        if not skip:
-            if s.tier[nid] != 0 and (mode & NUMA_BALANCING_MEMORY_TIERING):
-                s.stamp[x] = np.uint32(ms & mask)
-            s.flags[x] = f | PG_PROTNONE
-            s.counters[nid, NUMA_PTE_UPDATES] += 1
-            updated += 1
-            pages -= 1
-        x += 1
+        x = max(x, vstart)
+        while x < vend:
+            end = min(vstart + ((x - vstart + pages + 511) & ~np.int64(511)), vend)
+            n = change_prot_numa(s, x, end, stamp, skip_toptier, tiering)
+            updated += n
+            walked += end - x
+            if n > 0:
+                pages -= end - x
+            virtpages -= end - x
+            x = end
+            if pages <= 0 or virtpages <= 0:
+                done = True
+                break
+        r += 1
+    if not done:
+        x = 0                   # walked past the last VMA: reset_ptenuma_scan()
     s.misc[MISC_NUMA_SCAN_OFFSET] = x
     return walked * p[P_NUMA_SCAN_PTE_NS] + updated * p[P_NUMA_SCAN_UPDATE_NS]
 
