@@ -97,6 +97,9 @@ def add_reproduce_commands(subparsers) -> None:
                         "reproduction says so; default: the reproduction's own, full size for seed 000)")
     r.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
     r.add_argument("--figures", metavar="DIR", help="also write figures (PNG) into DIR")
+    r.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker processes for the reproduction's independent simulations (default: "
+                        "2 on a machine with two or more CPUs; the table is identical for any N)")
     r.set_defaults(func=main_reproduce)
 
 
@@ -110,7 +113,9 @@ def main_reproduce(args) -> int:
     _load_all()
     if args.name not in REPRODUCTIONS:
         raise ConfigError(f"unknown reproduction {args.name!r}; accepted: {', '.join(sorted(REPRODUCTIONS))}")
-    df = run_reproduction(args.name, scale=args.scale)
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs: expected an integer >= 1, got {args.jobs}")
+    df = run_reproduction(args.name, scale=args.scale, **({} if args.jobs is None else {"jobs": args.jobs}))
     if args.format == "json":
         print(json.dumps({"reproduction": args.name, "rows": df.to_dict(orient="records"),
                           "attrs": {k: v for k, v in df.attrs.items()}}, indent=2, default=float))

@@ -31,9 +31,14 @@ Modelling choices that matter here (each stated, none fitted):
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
 import numpy as np
 
 from ..api import Simulation
+from ..errors import ConfigError
 from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
@@ -70,33 +75,43 @@ def calibrate(machine: Machine, target_dram: float, target_cxl: float, scale: fl
 @register("pagecache-promotion-128g",
           "seed 000: 128 GB file read on 768 GB DRAM + 256 GB CXL, page-cache promotion table (5 columns, "
           "first 10 promotion cycles, unlimited variant, mechanism off, add vs add_tail)")
-def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2, cycles: int = CYCLES):
-    """Two simulations, each placing the page cache once (the set-up read) and then toggling the
-    knobs the way the seed's tests do through sysctl/sysfs:
+def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2, cycles: int = CYCLES,
+              jobs: int | None = None):
+    """The seed's tests as simulations that each place the page cache once (the set-up read) and
+    then toggle knobs the way the seed does through sysctl/sysfs:
       A (file bound to DRAM): mechanisms off -> numa_balancing=2 -> + pagecache_promotion_enabled=1
       B (file bound to CXL):  mechanisms off -> both on for `cycles` cycles -> promotion off again
-    and two forks of B taken after its CXL-base phase, which switch the mechanism on in its earlier
-    forms until promotion is over: C (list_add order) and D (no per-task cap)."""
+      C, D (file bound to CXL): mechanisms off -> the mechanism in its earlier forms, list_add order
+        (C) and no per-task cap (D), until promotion is over; forks of one CXL simulation after its
+        baseline phase.
+    `jobs` > 1 (default: 2 where the machine has two CPUs and fork() exists) runs A, C and D in a
+    forked worker process while this process runs B; the worker repeats B's set-up read and
+    baseline for C and D. Every simulation is deterministic, so the table is bit-identical for any
+    `jobs`."""
+    n_jobs = _jobs(jobs)
     pub = published("pagecache_promotion_128g.csv")
     P = {r.metric: r.published for r in pub.itertuples() if r.experiment == "pagecache-promotion-128g"}
     machine, fitted = calibrate(Machine.load("dram-cxl-1tb"), P["dram_base_s_per_cycle"], P["cxl_base_s_per_cycle"])
     m = machine.scaled(scale)
+    if n_jobs > 1:
+        ctx = multiprocessing.get_context("fork")   # the worker inherits the loaded numba code
+        with ProcessPoolExecutor(1, mp_context=ctx) as ex:
+            other = ex.submit(_dram_and_variants, m, scale, steady_cycles, cycles)
+            b, cxl_base = _cxl(m, scale, steady_cycles)
+            v3 = _v3(b, steady_cycles, cycles)
+            dram, variants = other.result()
+    else:
+        dram = _dram(m, scale, steady_cycles)
+        b, cxl_base = _cxl(m, scale, steady_cycles)
+        c, d = b.fork(), b.fork()
+        v3 = _v3(b, steady_cycles, cycles)
+        variants = _variants(c, d, steady_cycles, cycles)
+
     E = "pagecache-promotion-128g"
     U = "pagecache-promotion-128g-unlimited"
-    sim = {}
-
-    a = _Phases(m, DRAM, scale)
-    sim[(E, "dram_base_s_per_cycle")] = a.phase(steady_cycles).mean()
-    sim[(E, "promo_on_s_per_cycle")] = a.phase(steady_cycles, numa_balancing=2).mean()
-    sim[(E, "toptier_check_s_per_cycle")] = a.phase(steady_cycles, pagecache_promotion_enabled=1).mean()
-
-    b = _Phases(m, CXL, scale)
-    sim[(E, "cxl_base_s_per_cycle")] = b.phase(steady_cycles).mean()
-    # the earlier variants branch off the same machine: set-up read and CXL base done, then the
-    # mechanism is switched on in its other form (as booting that kernel and repeating the steps)
-    c, d = b.fork(), b.fork()
-    times = b.phase(cycles, numa_balancing=2, pagecache_promotion_enabled=1)
-    promoting = b.promoting()
+    sim = {(E, k): v for k, v in dram.items()}
+    sim[(E, "cxl_base_s_per_cycle")] = cxl_base
+    times, promoting = v3["times"], v3["promoting"]
     first = int(np.argmax(promoting)) if promoting.any() else 0
     for i in range(10):
         if first + i < len(times):
@@ -105,19 +120,15 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     after = times[last + 1:]
     sim[(E, "post_promotion_s_per_cycle")] = float(after.mean()) if len(after) else float("nan")
     sim[(E, "capped_promotion_rounds")] = int(promoting.sum())
-    sim[(E, "mechanism_off_s_per_cycle")] = b.phase(steady_cycles, pagecache_promotion_enabled=0).mean()
-
+    sim[(E, "mechanism_off_s_per_cycle")] = v3["mechanism_off"]
     # list_add (earlier versions): post-promotion cycles against list_add_tail's
-    rounds = max(int(promoting.sum()), 1)
-    t_add = c.phase(first + rounds + steady_cycles, numa_balancing=2, pagecache_promotion_enabled=1,
-                    pagecache_promotion_order="add")
+    t_add, _ = variants["add"]
     sim[(E, "add_order_overhead")] = float(t_add[-steady_cycles:].mean() / after[-steady_cycles:].mean() - 1) \
         if len(after) >= steady_cycles else float("nan")
-
     # unlimited variant (v1/v2): no per-task cap
-    t_unl = d.phase(first + 3, numa_balancing=2, pagecache_promotion_enabled=1, pagecache_promotion_cap="unlimited")
+    t_unl, p_unl = variants["unlimited"]
     sim[(U, "peak_cycle_s")] = float(t_unl.max())
-    sim[(U, "promotion_rounds")] = int(d.promoting().sum())
+    sim[(U, "promotion_rounds")] = int(p_unl.sum())
 
     out = table(pub, sim, calibrated={(E, "dram_base_s_per_cycle"), (E, "cxl_base_s_per_cycle")})
     out.attrs["calibrated_seq_4k_ns"] = fitted
@@ -126,6 +137,63 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     out.attrs["cycle_times_add_s"] = t_add.tolist()
     out.attrs["cycle_times_unlimited_s"] = t_unl.tolist()
     return out
+
+
+def _jobs(jobs: int | None) -> int:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    if jobs is None:
+        return 2 if (os.cpu_count() or 1) >= 2 else 1
+    if jobs < 1:
+        raise ConfigError(f"jobs: expected an integer >= 1, got {jobs}")
+    return jobs
+
+
+def _dram(m, scale, steady_cycles) -> dict:
+    """A: the DRAM columns (1-3)."""
+    a = _Phases(m, DRAM, scale)
+    return {"dram_base_s_per_cycle": a.phase(steady_cycles).mean(),
+            "promo_on_s_per_cycle": a.phase(steady_cycles, numa_balancing=2).mean(),
+            "toptier_check_s_per_cycle": a.phase(steady_cycles, pagecache_promotion_enabled=1).mean()}
+
+
+def _cxl(m, scale, steady_cycles):
+    """The CXL machine after its set-up read and baseline phase (column 4)."""
+    b = _Phases(m, CXL, scale)
+    return b, b.phase(steady_cycles).mean()
+
+
+def _v3(b, steady_cycles, cycles) -> dict:
+    """B: v3 switched on for `cycles` cycles, then the sysfs switch off again."""
+    times = b.phase(cycles, numa_balancing=2, pagecache_promotion_enabled=1)
+    promoting = b.promoting()
+    off = b.phase(steady_cycles, pagecache_promotion_enabled=0).mean()
+    return {"times": times, "promoting": promoting, "mechanism_off": off}
+
+
+def _variant(x, steady_cycles, cycles, **knobs):
+    """Cycles with the variant's knobs until promotion is over (a promoting cycle followed by
+    `steady_cycles` that promote nothing), at most `cycles`: (times, promoting per cycle)."""
+    x.sim.set_knobs(numa_balancing=2, pagecache_promotion_enabled=1, **knobs)
+    times, promoted = [], []
+    while len(times) < cycles:
+        times.append(x.phase(1)[0])
+        promoted.append(x.cycle_promoted[-1] > 0)
+        if any(promoted) and len(promoted) > steady_cycles and not any(promoted[-steady_cycles:]):
+            break
+    return np.array(times), np.array(promoted)
+
+
+def _variants(c, d, steady_cycles, cycles) -> dict:
+    return {"add": _variant(c, steady_cycles, cycles, pagecache_promotion_order="add"),
+            "unlimited": _variant(d, steady_cycles, cycles, pagecache_promotion_cap="unlimited")}
+
+
+def _dram_and_variants(m, scale, steady_cycles, cycles):
+    """The worker's share when jobs > 1: A, then C and D from their own CXL set-up."""
+    dram = _dram(m, scale, steady_cycles)
+    c, _ = _cxl(m, scale, steady_cycles)
+    return dram, _variants(c, c.fork(), steady_cycles, cycles)
 
 
 class _Phases:
