@@ -19,6 +19,7 @@ from simkit import (
     make_sim, present, run, seq, where,
 )
 from tierlab.core import state as st
+from tierlab.core.vmstat import VMSTAT_NAMES
 from tierlab.core.lru import inactive_is_low
 from tierlab.core.reclaim import (
     FOLIOREF_ACTIVATE, FOLIOREF_KEEP, FOLIOREF_RECLAIM, FOLIOREF_RECLAIM_CLEAN,
@@ -435,3 +436,33 @@ def test_large_folio_stays_inside_its_region(regions, page, op, neighbour):
     assert s.region_start[r] <= head and head + nr <= s.region_start[r + 1]
     assert int(st.folio_head(s, neighbour)) == neighbour and not present(s, neighbour)
     assert int(s.free[0]) == 256 - nr
+
+
+def test_fork_continues_bit_identically():
+    """Simulation.fork(): the fork, run on, ends in the same state as a simulation that ran every
+    step from scratch; running it leaves the original where it was."""
+    from simkit import DRAM, CXL, READ, machine, make_sim, run, seq
+    from tierlab.workloads.base import Region
+    m = machine((256, 1, DRAM), (1024, 0, CXL))
+
+    def setup():
+        sim = make_sim(m, [Region("f", "file", 600, "bind", (1,))], lru_batch_size=1, numa_balancing=2,
+                       pagecache_promotion_enabled=1)
+        return run(sim, seq(range(600), READ))
+
+    def more(x):
+        x.set_knobs(pagecache_promotion_cap="unlimited")
+        for _ in range(4):
+            run(x, seq(range(600), READ))
+
+    orig = setup()
+    before = [a.copy() for a in orig.state]
+    fork = orig.fork()
+    more(fork)
+    scratch = setup()
+    more(scratch)
+    for a, b in zip(fork.state, scratch.state):
+        assert np.array_equal(a, b)
+    for a, b in zip(orig.state, before):
+        assert np.array_equal(a, b)
+    assert fork.state.counters[:, VMSTAT_NAMES.index("pgpromote_success")].sum() > 0

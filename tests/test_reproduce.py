@@ -64,3 +64,19 @@ def test_cli_reproduce_csv(capsys, tmp_path):
 def test_cli_reproduce_bad_name(capsys):
     assert main(["reproduce", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_table_is_identical_for_any_jobs():
+    """A worker process repeats the CXL set-up instead of forking it in memory: same numbers."""
+    kw = dict(scale=256, steady_cycles=1, cycles=6)
+    serial = run_reproduction("pagecache-promotion-128g", jobs=1, **kw)
+    parallel = run_reproduction("pagecache-promotion-128g", jobs=2, **kw)
+    pd.testing.assert_frame_equal(serial, parallel)
+    assert serial.attrs == parallel.attrs
+
+
+def test_bad_jobs_stops_before_any_work(capsys):
+    with pytest.raises(ConfigError, match="jobs"):
+        run_reproduction("pagecache-promotion-128g", scale=256, jobs=0)
+    assert main(["reproduce", "pagecache-promotion-128g", "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err
