@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -84,9 +85,9 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
       C, D (file bound to CXL): mechanisms off -> the mechanism in its earlier forms, list_add order
         (C) and no per-task cap (D), until promotion is over; forks of one CXL simulation after its
         baseline phase.
-    `jobs` > 1 (default: 2 where the machine has two CPUs and fork() exists) runs A, C and D in a
-    forked worker process while this process runs B; the worker repeats B's set-up read and
-    baseline for C and D. Every simulation is deterministic, so the table is bit-identical for any
+    `jobs` > 1 (default: 2 where the machine has two CPUs, fork() exists and this process runs no
+    other thread) runs A, C and D in a forked worker process while this process runs B; the worker
+    repeats B's set-up read and baseline for C and D. Every simulation is deterministic, so the table is bit-identical for any
     `jobs`."""
     n_jobs = _jobs(jobs)
     pub = published("pagecache_promotion_128g.csv")
@@ -143,7 +144,9 @@ def _jobs(jobs: int | None) -> int:
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     if jobs is None:
-        return 2 if (os.cpu_count() or 1) >= 2 else 1
+        # fork() from a process with other threads (a Jupyter kernel, a Dask worker) can deadlock
+        # the child on a lock one of them held; the default stays serial there
+        return 2 if (os.cpu_count() or 1) >= 2 and threading.active_count() == 1 else 1
     if jobs < 1:
         raise ConfigError(f"jobs: expected an integer >= 1, got {jobs}")
     return jobs
