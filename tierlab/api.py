@@ -80,7 +80,8 @@ def state_bytes(nr_pages: int) -> int:
 
 class Simulation:
     def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
-                 sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0):
+                 sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
+                 hit_path: bool = True):
         self.machine = machine
         self.kernel = kernel or Kernel()
         self.workload = workload
@@ -94,6 +95,7 @@ class Simulation:
             raise ConfigError("sample_interval_ms: must be > 0")
         self.sample_interval_ms = sample_interval_ms
         self.quantum_us = quantum_us
+        self.hit_path = bool(hit_path)   # False: every access takes the general path (for testing)
         self._regions = workload.regions()
         self.nr_pages = sum(r.pages for r in self._regions)
         for r in self._regions:
@@ -202,6 +204,7 @@ class Simulation:
         p[idx["quantum_ns"]] = self.quantum_us * 1000
         p[idx["sample_interval_ns"]] = self.sample_interval_ms * 1e6
         p[idx["seed"]] = self.seed
+        p[idx["hit_path"]] = 1.0 if self.hit_path else 0.0
         return p
 
     def set_knobs(self, **knobs) -> None:

@@ -35,7 +35,7 @@ from .params import (
     P_FAULT_NS, P_FMA_HOOK_CHECK_NS, P_FMA_NS, P_IO_RAND_4K_NS, P_IO_SEQ_4K_NS,
     P_LOADED_LATENCY_C, P_PAGECACHE_INSERT_NS, P_PAGECACHE_PROMOTION_CAP, P_PAGECACHE_PROMOTION_ENABLED,
     P_PROMOTE_RATE_LIMIT_MBPS, P_PROMOTION_CANDIDATE_NS, P_QUANTUM_NS, P_UTIL_WINDOW_NS, P_SAMPLE_INTERVAL_NS,
-    P_NUMA_BALANCING, P_STREAM_BREAK_NS, P_SWAP_IN_4K_NS, P_SYSCALL_NS, P_ZERO_PAGE_NS,
+    P_HIT_PATH, P_NUMA_BALANCING, P_STREAM_BREAK_NS, P_SWAP_IN_4K_NS, P_SYSCALL_NS, P_ZERO_PAGE_NS,
 )
 from .reclaim import direct_reclaim, kswapd_step
 from .state import (
@@ -339,9 +339,10 @@ def hit_path(pages, ops, pos, end, clock, limit, scan_at, task, node, flags, fla
             flags[hu] = f
             call_start = 1 if (op & OP_SYSCALL_END) else 0
             nbytes = 4096.0
-            cost += seq_ns[nid] * load_factor[nid]
+            mem_ns = seq_ns[nid]
+            extra = 0.0
             if not (page == last + 1 and (f2 & F2_CONTIG)):
-                cost += line_ns[nid] if sb < 0 else sb
+                extra = line_ns[nid] if sb < 0 else sb
             last = page
         else:
             if not (f2 & F2_MAPPED) or (f & PG_PROTNONE):
@@ -350,15 +351,17 @@ def hit_path(pages, ops, pos, end, clock, limit, scan_at, task, node, flags, fla
             if kind == OP_STORE:
                 f |= PG_DIRTY
                 nbytes = 128.0
-                cost = write_ns[nid] * load_factor[nid]
+                mem_ns = write_ns[nid]
             elif op & OP_PAGE:
                 nbytes = 4096.0
-                cost = seq_ns[nid] * load_factor[nid]
+                mem_ns = seq_ns[nid]
             else:
                 nbytes = 64.0
-                cost = line_ns[nid] * load_factor[nid]
+                mem_ns = line_ns[nid]
+            extra = 0.0
             flags[hu] = f
-        # bandwidth accounting (cost.note_bytes), charged at the access's start time
+        # bandwidth accounting (cost.note_bytes), charged at the access's start time: a window
+        # that ends here sets the load factor this access already pays, as in seq_page_ns()
         el = clock - win_start[nid]
         if el >= window_i:
             elapsed = np.float64(el)
@@ -369,6 +372,8 @@ def hit_path(pages, ops, pos, end, clock, limit, scan_at, task, node, flags, fla
             win_start[nid] = clock
             win_bytes[nid] = 0.0
         win_bytes[nid] += nbytes
+        cost += mem_ns * load_factor[nid]
+        cost += extra
         clock += np.int64(cost)
         pos += 1
         if op & OP_SYSCALL_END:
@@ -416,6 +421,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     interval = np.int64(p[P_SAMPLE_INTERVAL_NS])
     numa_on = p[P_NUMA_BALANCING] != 0
     quantum = np.int64(p[P_QUANTUM_NS])
+    use_hit_path = p[P_HIT_PATH] != 0
     while True:
         # the entity with the smallest clock, and the runner-up (bounds the quantum)
         best = -1
@@ -476,7 +482,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         slow_run = 0
         backoff = 16
         while pos < end:
-            if slow_run > 0:
+            if slow_run > 0 or not use_hit_path:
                 # the hit path just stopped at once: runs of faults or promotion candidates are
                 # common (a first read of a file faults page after page), so take accesses on the
                 # general path before trying it again, twice as many after each futile try
@@ -493,6 +499,12 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     s.counters, s.prev, s.next, s.lru_size, s.nonresident_age, p)
                 if pending:
                     clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
+                if numa_on and pos != before:
+                    # the general path checks the scan tick after every access: after the last
+                    # one the hit path took (it stops once the tick is due), check it here
+                    rt = s.task_runtime[t] + (clock - start)
+                    if rt >= s.numa_scan[t, 0]:
+                        clock += np.int64(task_tick_numa(s, p, t, rt, clock))
                 if pos >= end or clock >= limit:
                     break
                 if pos == before:

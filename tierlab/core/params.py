@@ -53,6 +53,8 @@ PARAM_NAMES = (
     "quantum_ns",                     # scheduler quantum: a task runs this much virtual time before the next is picked
     "sample_interval_ns",             # time-series sampling period (simulated time)
     "seed",
+    "hit_path",                       # 1: present-folio accesses take engine.hit_path; 0: every access takes the
+                                      # general path (same results: the tests compare the two)
 )
 
 for _i, _n in enumerate(PARAM_NAMES):
