@@ -213,9 +213,10 @@ def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = Tru
         report["benchmarks"].append({"name": name, **r})
         say(f"{name}: {r['sim_accesses']:,} accesses in {r['wall_s']:.2f} s")
     if reproduction if reproduction is not None else not quick:
-        say("seed 000 reproduction at full size ...")
-        report["reproduction"] = bench_reproduction(1.0 if not quick else 64.0)
-        say(f"reproduction: {report['reproduction']['wall_s']:.1f} s")
+        rscale = 1.0 if not quick else 64.0
+        say("seed 000 reproduction " + ("at full size" if rscale == 1 else f"at scale {rscale:g}") + ", 2 processes then serial ...")
+        report["reproduction"] = bench_reproduction(rscale)
+        say(f"reproduction: {report['reproduction']['wall_s']:.1f} s, serial {report['reproduction']['serial_wall_s']:.1f} s")
     if libcachesim:
         say("libCacheSim comparison ...")
         report["libcachesim"] = bench_libcachesim(quick)
