@@ -183,10 +183,10 @@ def change_prot_numa(s, start, end, stamp, skip_toptier, tiering):
         if not (f2 & F2_PRESENT) or not (f2 & F2_MAPPED):
             continue
         nid = np.uint8(node[xu])
+        if skip_toptier and tier[nid] == 0:
+            continue
         f = flags[xu]
         if f & PG_PROTNONE:
-            continue
-        if skip_toptier and tier[nid] == 0:
             continue
         if (f & PG_DIRTY) and not (f2 & F2_ANON):
             continue
