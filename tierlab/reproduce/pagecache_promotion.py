@@ -87,8 +87,8 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
         baseline phase.
     `jobs` > 1 (default: 2 where the machine has two CPUs, fork() exists and this process runs no
     other thread) runs A, C and D in a forked worker process while this process runs B; the worker
-    repeats B's set-up read and baseline for C and D. Every simulation is deterministic, so the table is bit-identical for any
-    `jobs`."""
+    repeats B's set-up read and baseline for C and D. Every simulation is deterministic, so the
+    table is bit-identical for any `jobs`."""
     n_jobs = _jobs(jobs)
     pub = published("pagecache_promotion_128g.csv")
     P = {r.metric: r.published for r in pub.itertuples() if r.experiment == "pagecache-promotion-128g"}
