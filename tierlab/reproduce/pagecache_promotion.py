@@ -32,6 +32,7 @@ Modelling choices that matter here (each stated, none fitted):
 from __future__ import annotations
 
 import multiprocessing
+import numbers
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -141,15 +142,17 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
 
 
 def _jobs(jobs: int | None) -> int:
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
     if jobs is None:
         # fork() from a process with other threads (a Jupyter kernel, a Dask worker) can deadlock
         # the child on a lock one of them held; the default stays serial there
-        return 2 if (os.cpu_count() or 1) >= 2 and threading.active_count() == 1 else 1
-    if jobs < 1:
-        raise ConfigError(f"jobs: expected an integer >= 1, got {jobs}")
-    return jobs
+        return 2 if (os.cpu_count() or 1) >= 2 and threading.active_count() == 1 and _can_fork() else 1
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
+        raise ConfigError(f"jobs: expected an integer >= 1, got {jobs!r}")
+    return int(jobs) if _can_fork() else 1
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def _dram(m, scale, steady_cycles) -> dict:
