@@ -80,3 +80,10 @@ def test_bad_jobs_stops_before_any_work(capsys):
         run_reproduction("pagecache-promotion-128g", scale=256, jobs=0)
     assert main(["reproduce", "pagecache-promotion-128g", "--jobs", "0"]) == 2
     assert "--jobs" in capsys.readouterr().err
+
+
+def test_cli_reproduce_progress_bar_on_stderr(capsys):
+    assert main(["reproduce", "pagecache-promotion-128g", "--scale", "256", "--format", "csv", "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert "pass" in captured.err                     # tqdm bar: passes over the file
+    assert captured.out.startswith("experiment,metric")

@@ -91,23 +91,33 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     repeats B's set-up read and baseline for C and D. Every simulation is deterministic, so the
     table is bit-identical for any `jobs`."""
     n_jobs = _jobs(jobs)
+    bar = _bar(progress, 1 + 2 * steady_cycles + cycles + (0 if n_jobs > 1 else 1 + 3 * steady_cycles))
+    tick = None if bar is None else bar.update
     pub = published("pagecache_promotion_128g.csv")
     P = {r.metric: r.published for r in pub.itertuples() if r.experiment == "pagecache-promotion-128g"}
     machine, fitted = calibrate(Machine.load("dram-cxl-1tb"), P["dram_base_s_per_cycle"], P["cxl_base_s_per_cycle"])
     m = machine.scaled(scale)
-    if n_jobs > 1:
-        ctx = multiprocessing.get_context("fork")   # the worker inherits the loaded numba code
-        with ProcessPoolExecutor(1, mp_context=ctx) as ex:
-            other = ex.submit(_dram_and_variants, m, scale, steady_cycles, cycles)
-            b, cxl_base = _cxl(m, scale, steady_cycles)
+    try:
+        if n_jobs > 1:
+            ctx = multiprocessing.get_context("fork")   # the worker inherits the loaded numba code
+            with ProcessPoolExecutor(1, mp_context=ctx) as ex:
+                other = ex.submit(_dram_and_variants, m, scale, steady_cycles, cycles)
+                b, cxl_base = _cxl(m, scale, steady_cycles, tick)
+                v3 = _v3(b, steady_cycles, cycles)
+                if bar is not None:
+                    bar.set_postfix_str("waiting for the worker (DRAM runs, list_add, unlimited)")
+                dram, variants = other.result()
+        else:
+            dram = _dram(m, scale, steady_cycles, tick)
+            b, cxl_base = _cxl(m, scale, steady_cycles, tick)
+            c, d = b.fork(), b.fork()
             v3 = _v3(b, steady_cycles, cycles)
-            dram, variants = other.result()
-    else:
-        dram = _dram(m, scale, steady_cycles)
-        b, cxl_base = _cxl(m, scale, steady_cycles)
-        c, d = b.fork(), b.fork()
-        v3 = _v3(b, steady_cycles, cycles)
-        variants = _variants(c, d, steady_cycles, cycles)
+            if bar is not None:
+                bar.total += 8      # the variants run until promotion is over: about 8 + 3 cycles
+            variants = _variants(c, d, steady_cycles, cycles)
+    finally:
+        if bar is not None:
+            bar.close()
 
     E = "pagecache-promotion-128g"
     U = "pagecache-promotion-128g-unlimited"
@@ -155,17 +165,30 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _dram(m, scale, steady_cycles) -> dict:
+def _bar(progress, total):
+    """A progress bar on stderr counting this process's passes over the file, or None."""
+    if not progress:
+        return None
+    import sys
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        monitor_interval = 0        # no monitor thread: the worker is forked from this process
+    return Bar(total=total, unit="pass", file=sys.stderr, desc="pagecache-promotion-128g",
+               dynamic_ncols=True, leave=False)
+
+
+def _dram(m, scale, steady_cycles, tick=None) -> dict:
     """A: the DRAM columns (1-3)."""
-    a = _Phases(m, DRAM, scale)
+    a = _Phases(m, DRAM, scale, tick)
     return {"dram_base_s_per_cycle": a.phase(steady_cycles).mean(),
             "promo_on_s_per_cycle": a.phase(steady_cycles, numa_balancing=2).mean(),
             "toptier_check_s_per_cycle": a.phase(steady_cycles, pagecache_promotion_enabled=1).mean()}
 
 
-def _cxl(m, scale, steady_cycles):
+def _cxl(m, scale, steady_cycles, tick=None):
     """The CXL machine after its set-up read and baseline phase (column 4)."""
-    b = _Phases(m, CXL, scale)
+    b = _Phases(m, CXL, scale, tick)
     return b, b.phase(steady_cycles).mean()
 
 
@@ -207,12 +230,14 @@ class _Phases:
     phases of read cycles, each after writing some knobs. Cycle times come from the MARK at the end
     of every pass; promotions per cycle from pgpromote_success read at those marks."""
 
-    def __init__(self, machine, node, scale, **knobs):
+    def __init__(self, machine, node, scale, tick=None, **knobs):
         self.scale = scale
+        self.tick = tick            # called after every pass over the file (progress)
         params = {"file_size": FILE, "read_size": READ_SIZE, "cycles": 1, "file_policy": f"bind:{node}"}
         self.w = make_workload("file-read", params, scale=scale)
         self.sim = Simulation(machine, Kernel(**knobs), self.w, seed=0, sample_interval_ms=1e9)
         self.sim.run(self._passes(0, warmup=True))      # set-up read: places the page cache
+        self._tick()
         self.promoted = [int(self.sim.state.counters[:, PGPROMOTE_SUCCESS].sum())]
         self.cycle_promoted: list[int] = []
 
@@ -232,6 +257,7 @@ class _Phases:
             done = int(self.sim.state.counters[:, PGPROMOTE_SUCCESS].sum())
             self.cycle_promoted.append(done - self.promoted[-1])
             self.promoted.append(done)
+            self._tick()
         self._last = len(times)
         return np.array(times)
 
@@ -239,12 +265,17 @@ class _Phases:
         """An independent copy (Simulation.fork) that continues from this point."""
         new = object.__new__(_Phases)
         new.scale = self.scale
+        new.tick = self.tick
         new.sim = self.sim.fork()
         new.w = new.sim.workload
         new.promoted = list(self.promoted)
         new.cycle_promoted = list(self.cycle_promoted)
         new._last = getattr(self, "_last", 0)
         return new
+
+    def _tick(self):
+        if self.tick is not None:
+            self.tick()
 
     def promoting(self) -> np.ndarray:
         """Per cycle of the last phase: did it promote anything."""
