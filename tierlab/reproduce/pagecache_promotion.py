@@ -34,6 +34,7 @@ from __future__ import annotations
 import multiprocessing
 import numbers
 import os
+import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 
@@ -86,9 +87,9 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
       C, D (file bound to CXL): mechanisms off -> the mechanism in its earlier forms, list_add order
         (C) and no per-task cap (D), until promotion is over; forks of one CXL simulation after its
         baseline phase.
-    `jobs` > 1 (default: 2 where the machine has two CPUs, fork() exists and this process runs no
-    other thread) runs A, C and D in a forked worker process while this process runs B; the worker
-    repeats B's set-up read and baseline for C and D. Every simulation is deterministic, so the
+    `jobs` > 1 (default: 2 on Linux with two CPUs, when this process runs no other thread) runs A,
+    C and D in a forked worker process while this process runs B; the worker repeats B's set-up
+    read and baseline for C and D. Every simulation is deterministic, so the
     table is bit-identical for any `jobs`."""
     n_jobs = _jobs(jobs)
     bar = _bar(progress, 1 + 2 * steady_cycles + cycles + (0 if n_jobs > 1 else 1 + 3 * steady_cycles))
@@ -154,8 +155,10 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
 def _jobs(jobs: int | None) -> int:
     if jobs is None:
         # fork() from a process with other threads (a Jupyter kernel, a Dask worker) can deadlock
-        # the child on a lock one of them held; the default stays serial there
-        return 2 if (os.cpu_count() or 1) >= 2 and threading.active_count() == 1 and _can_fork() else 1
+        # the child on a lock one of them held, and outside Linux (macOS) system libraries are not
+        # fork-safe: the default stays serial there
+        ok = sys.platform.startswith("linux") and threading.active_count() == 1 and _can_fork()
+        return 2 if ok and (os.cpu_count() or 1) >= 2 else 1
     if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
         raise ConfigError(f"jobs: expected an integer >= 1, got {jobs!r}")
     return int(jobs) if _can_fork() else 1
@@ -169,7 +172,6 @@ def _bar(progress, total):
     """A progress bar on stderr counting this process's passes over the file, or None."""
     if not progress:
         return None
-    import sys
     from tqdm import tqdm
 
     class Bar(tqdm):
