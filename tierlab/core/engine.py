@@ -386,6 +386,21 @@ def hit_path(pages, ops, pos, end, clock, limit, scan_at, task, node, flags, fla
     return pos, clock, pending
 
 
+@jit_inline
+def after_access(s, p, task, cpu, clock, start, numa_on, work_pending):
+    """What runs after an access, in this order: the task work of a system call that queued
+    promotions (task_numa_promotion_work), then the NUMA scan tick once the task's runtime reaches
+    its next scan stamp (task_tick_numa). `start` is the clock at which the task's quantum began.
+    Returns the clock after both."""
+    if work_pending:
+        clock += np.int64(task_numa_promotion_work(s, p, task, s.cpu_node[cpu], clock))
+    if numa_on:
+        rt = s.task_runtime[task] + (clock - start)
+        if rt >= s.numa_scan[task, 0]:
+            clock += np.int64(task_tick_numa(s, p, task, rt, clock))
+    return clock
+
+
 @jit
 def take_sample(s, t):
     row = s.misc[MISC_NR_SAMPLES]
@@ -497,14 +512,10 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     s.order, s.tier, s.seq_ns, s.line_ns, s.write_ns, s.load_factor, s.win_start,
                     s.win_bytes, s.bw_bytes_ns, s.task_last_page, s.task_call_start, s.promo_count,
                     s.counters, s.prev, s.next, s.lru_size, s.nonresident_age, p)
-                if pending:
-                    clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
-                if numa_on and pos != before:
-                    # the general path checks the scan tick after every access: after the last
-                    # one the hit path took (it stops once the tick is due), check it here
-                    rt = s.task_runtime[t] + (clock - start)
-                    if rt >= s.numa_scan[t, 0]:
-                        clock += np.int64(task_tick_numa(s, p, t, rt, clock))
+                if pos != before:
+                    # what follows every access on the general path, after the hit path's last one
+                    # (it stops at a system call that left promotion work, or once the tick is due)
+                    clock = after_access(s, p, t, c, clock, start, numa_on, pending)
                 if pos >= end or clock >= limit:
                     break
                 if pos == before:
@@ -522,14 +533,11 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if not ok:
                 status = STATUS_OOM
                 break
+            pending = False
             if op & OP_SYSCALL_END:
                 clock += np.int64(p[P_SYSCALL_NS])
-                if s.promo_count[t] > 0:
-                    clock += np.int64(task_numa_promotion_work(s, p, t, s.cpu_node[c], clock))
-            if numa_on:
-                rt = s.task_runtime[t] + (clock - start)
-                if rt >= s.numa_scan[t, 0]:
-                    clock += np.int64(task_tick_numa(s, p, t, rt, clock))
+                pending = s.promo_count[t] > 0
+            clock = after_access(s, p, t, c, clock, start, numa_on, pending)
             if op & OP_MARK:
                 s.marks[t, s.nr_marks[t]] = clock
                 s.nr_marks[t] += 1
