@@ -11,6 +11,7 @@ change knobs (`sim.set_knobs(pagecache_promotion_enabled=0)`) and run more.
 """
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 
@@ -226,7 +227,6 @@ class Simulation:
         parameters. Branch a warmed-up machine into variants (one set-up read, several knob
         settings after it) without re-running the set-up; the fork and a simulation that ran the
         same steps from scratch give bit-identical counters."""
-        import copy
         new = copy.copy(self)
         new.state = st.SimState(*(a.copy() for a in self.state))
         new.p = self.p.copy()

@@ -214,9 +214,10 @@ def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = Tru
         say(f"{name}: {r['sim_accesses']:,} accesses in {r['wall_s']:.2f} s")
     if reproduction if reproduction is not None else not quick:
         rscale = 1.0 if not quick else 64.0
-        say("seed 000 reproduction " + ("at full size" if rscale == 1 else f"at scale {rscale:g}") + ", 2 processes then serial ...")
-        report["reproduction"] = bench_reproduction(rscale)
-        say(f"reproduction: {report['reproduction']['wall_s']:.1f} s, serial {report['reproduction']['serial_wall_s']:.1f} s")
+        where = "at full size" if rscale == 1 else f"at scale {rscale:g}"
+        say(f"seed 000 reproduction {where}, 2 processes then serial ...")
+        rp = report["reproduction"] = bench_reproduction(rscale)
+        say(f"reproduction: {rp['wall_s']:.1f} s, serial {rp['serial_wall_s']:.1f} s")
     if libcachesim:
         say("libCacheSim comparison ...")
         report["libcachesim"] = bench_libcachesim(quick)

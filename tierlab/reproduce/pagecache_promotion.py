@@ -113,8 +113,8 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
             b, cxl_base = _cxl(m, scale, steady_cycles, tick)
             c, d = b.fork(), b.fork()
             v3 = _v3(b, steady_cycles, cycles)
-            if bar is not None:
-                bar.total += 8      # the variants run until promotion is over: about 8 + 3 cycles
+            if bar is not None:     # the variants promote in at most as many rounds as v3
+                bar.total += 2 * (int(v3["promoting"].sum()) + steady_cycles)
             variants = _variants(c, d, steady_cycles, cycles)
     finally:
         if bar is not None:
@@ -160,7 +160,7 @@ def _jobs(jobs: int | None) -> int:
         ok = sys.platform.startswith("linux") and threading.active_count() == 1 and _can_fork()
         return 2 if ok and (os.cpu_count() or 1) >= 2 else 1
     if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
-        raise ConfigError(f"jobs: expected an integer >= 1, got {jobs!r}")
+        raise ConfigError(f"jobs (--jobs): expected an integer >= 1, got {jobs!r}")
     return int(jobs) if _can_fork() else 1
 
 
@@ -242,6 +242,7 @@ class _Phases:
         self._tick()
         self.promoted = [int(self.sim.state.counters[:, PGPROMOTE_SUCCESS].sum())]
         self.cycle_promoted: list[int] = []
+        self._last = 0
 
     def _passes(self, n, warmup=False):
         self.w.values["cycles"] = n
@@ -272,7 +273,7 @@ class _Phases:
         new.w = new.sim.workload
         new.promoted = list(self.promoted)
         new.cycle_promoted = list(self.cycle_promoted)
-        new._last = getattr(self, "_last", 0)
+        new._last = self._last
         return new
 
     def _tick(self):
