@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from simkit import (
-    DRAM, LOAD, READ, STORE, base, counters, has, has2, lru_list, lru_list_backwards, machine,
+    CXL, DRAM, LOAD, READ, STORE, base, counters, has, has2, lru_list, lru_list_backwards, machine,
     make_sim, present, run, seq, where,
 )
 from tierlab.core import state as st
@@ -441,8 +441,6 @@ def test_large_folio_stays_inside_its_region(regions, page, op, neighbour):
 def test_fork_continues_bit_identically():
     """Simulation.fork(): the fork, run on, ends in the same state as a simulation that ran every
     step from scratch; running it leaves the original where it was."""
-    from simkit import DRAM, CXL, READ, machine, make_sim, run, seq
-    from tierlab.workloads.base import Region
     m = machine((256, 1, DRAM), (1024, 0, CXL))
 
     def setup():
