@@ -19,18 +19,21 @@ import numpy as np
 import pandas as pd
 
 from .core import state as st
-from .core.cost import COSTS
-from .core.engine import NODE_SAMPLE_COLS, run
+from .core.costs import COSTS
+from .core.engine import node_gauges, run, sample_columns
+from .core.mmzone import setup_watermarks
 from .core.numa_balancing import reset_promotion_state
-from .core.page_alloc import setup_watermarks
-from .core.params import NR_PARAMS, PARAM_NAMES
-from .core.vmstat import NR_VMSTAT_ITEMS, PGPROMOTE_CANDIDATE, VMSTAT_NAMES
+from .core.params import KNOB_NAMES, NR_PARAMS, P
+from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .errors import CapacityError, ConfigError
 from .kernel import KNOBS, Kernel
 from .machine import Machine
 from .workloads.base import Workload
 
 SAMPLE_BLOCK = 4096
+
+if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab.kernel describes
+    raise ImportError(f"tierlab.kernel.KNOBS and core.params.KNOB_NAMES differ: {sorted(set(KNOBS) ^ set(KNOB_NAMES))}")
 
 
 @dataclass
@@ -81,8 +84,7 @@ def state_bytes(nr_pages: int) -> int:
 
 class Simulation:
     def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
-                 sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
-                 hit_path: bool = True):
+                 sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0):
         self.machine = machine
         self.kernel = kernel or Kernel()
         self.workload = workload
@@ -96,7 +98,6 @@ class Simulation:
             raise ConfigError("sample_interval_ms: must be > 0")
         self.sample_interval_ms = sample_interval_ms
         self.quantum_us = quantum_us
-        self.hit_path = bool(hit_path)   # False: every access takes the general path (for testing)
         self._regions = workload.regions()
         self.nr_pages = sum(r.pages for r in self._regions)
         for r in self._regions:
@@ -121,91 +122,44 @@ class Simulation:
     # ---- set-up ----------------------------------------------------------------------------
     def _build_state(self) -> st.SimState:
         m, w = self.machine, self.workload
-        N, P, T = m.nr_nodes, self.nr_pages, w.nr_tasks
+        T = w.nr_tasks
         cpu_nodes = m.cpu_nodes()
         C = max(1, min(len(cpu_nodes), T))  # CPUs that can ever run a task
-        # tasks are spread over CPUs in node order (the first CPUs of the first CPU node)
-        task_cpu = np.arange(T, dtype=np.int64) % C
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
-        nsent = st.nr_sentinels(N, T)
-        prev = np.full(P + nsent, -1, dtype=np.int32)
-        nxt = np.full(P + nsent, -1, dtype=np.int32)
-        st.init_lists(prev, nxt, P)
-        R = len(self._regions)
-        region_start = np.zeros(R + 1, dtype=np.int64)
-        region_nodes = np.full((R, N), -1, dtype=np.int8)
-        pol_code = {"default": st.MPOL_DEFAULT, "preferred": st.MPOL_PREFERRED, "bind": st.MPOL_BIND,
-                    "interleave": st.MPOL_INTERLEAVE}
-        for i, r in enumerate(self._regions):
-            region_start[i + 1] = region_start[i] + r.pages
-            region_nodes[i, :len(r.nodes)] = r.nodes
-        zl = np.full((N, N), -1, dtype=np.int8)
-        for i, order in enumerate(m.zonelists()):
-            zl[i, :len(order)] = order
-        dt = np.full((N, max(1, N)), -1, dtype=np.int8)
-        for i, tg in enumerate(m.demotion_targets()):
-            dt[i, :len(tg)] = tg
         total_pages = int(managed.sum())
-        wm = setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", total_pages)),
-                              int(self.kernel.watermark_scale_factor))
-        ncols = 1 + NR_VMSTAT_ITEMS + N * NODE_SAMPLE_COLS
-        marks = max(1, w.nr_marks())
-        interval = int(self.sample_interval_ms * 1e6)
-        s = st.SimState(
-            node=np.full(P, -1, dtype=np.int8), flags=np.zeros(P, np.uint8), flags2=np.zeros(P, np.uint8),
-            order=np.zeros(P, np.int8), prev=prev, next=nxt, stamp=np.full(P, st.STAMP_NONE, np.uint32),
-            region_start=region_start,
-            region_kind=np.array([st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
-                                  for r in self._regions], np.int8),
-            region_policy=np.array([pol_code[r.policy] for r in self._regions], np.int8),
-            region_nodes=region_nodes,
-            region_order=np.array([r.order for r in self._regions], np.int8),
-            free=managed.copy(), managed=managed, wmark=wm,
-            lru_size=np.zeros((N, st.NR_LRU_LISTS), np.int64), nr_isolated=np.zeros(N, np.int64),
-            nonresident_age=np.zeros(N, np.int64), refault_snap=np.zeros((N, 2), np.int64),
-            scan_acc=np.zeros(N, np.float64), kswapd_awake=np.zeros(N, np.int8),
-            kswapd_clock=np.zeros(N, np.int64), kswapd_failures=np.zeros(N, np.int64),
-            kswapd_scanned=np.zeros(N, np.int64),
-            tier=np.array(m.tier_index(), np.int8), node_cpus=np.array([nd.cpus for nd in m.nodes], np.int64),
-            zonelist=zl, demote_target=dt, last_alloc=np.full(N, -2, np.int64),
-            nbp=np.zeros((N, st.NR_NBP), np.int64),
-            seq_ns=np.array([nd.seq_4k_ns for nd in m.nodes], np.float64),
-            line_ns=np.array([nd.rand_line_ns for nd in m.nodes], np.float64),
-            write_ns=np.array([nd.write_line_ns for nd in m.nodes], np.float64),
-            bw_bytes_ns=np.array([nd.bandwidth_GBps for nd in m.nodes], np.float64),  # GB/s == bytes/ns
-            load_factor=np.ones(N, np.float64), win_start=np.zeros(N, np.int64), win_bytes=np.zeros(N, np.float64),
-            cpu_node=np.array(cpu_nodes[:C], np.int64), cpu_clock=np.zeros(C, np.int64),
-            cpu_next_task=np.zeros(C, np.int64), lru_batch=np.zeros((C, st.LRU_BATCH_MAX), np.int64),
-            lru_batch_len=np.zeros(C, np.int64),
-            task_cpu=task_cpu, task_runtime=np.zeros(T, np.int64), task_end=np.zeros(T, np.int64),
-            task_last_page=np.full(T, -2, np.int64), task_call_start=np.ones(T, np.int8),
-            promo_count=np.zeros(T, np.int64),
-            numa_scan=np.zeros((T, 2), np.int64),
-            marks=np.zeros((T, marks), np.int64), nr_marks=np.zeros(T, np.int64),
-            counters=np.zeros((N, NR_VMSTAT_ITEMS), np.int64),
-            samples=np.zeros((SAMPLE_BLOCK, ncols), np.int64),
-            misc=np.zeros(16, np.int64), rng=np.array([((self.seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF], np.uint64),
-        )
-        s.misc[st.MISC_NEXT_SAMPLE] = interval
-        s.misc[st.MISC_NR_PAGES] = P
-        s.misc[st.MISC_NUMA_NEXT_SCAN] = int(self.kernel.scan_delay_ms) * 1_000_000
-        return s
+        return st.allocate(
+            region_pages=[r.pages for r in self._regions],
+            region_kind=[st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
+                         for r in self._regions],
+            region_policy=[st.MPOL_CODES[r.policy] for r in self._regions],
+            region_nodes=[r.nodes for r in self._regions],
+            region_order=[r.order for r in self._regions],
+            managed=managed,
+            wmark=setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", total_pages)),
+                                   int(self.kernel.watermark_scale_factor)),
+            tier=m.tier_index(), node_cpus=[nd.cpus for nd in m.nodes],
+            zonelists=m.zonelists(), demotion_targets=m.demotion_targets(),
+            mem=[{"seq_ns": nd.seq_4k_ns, "line_ns": nd.rand_line_ns, "write_ns": nd.write_line_ns,
+                  "bw_bytes_ns": nd.bandwidth_GBps} for nd in m.nodes],      # GB/s == bytes/ns
+            cpu_nodes=cpu_nodes[:C],
+            # tasks are spread over CPUs in node order (the first CPUs of the first CPU node)
+            task_cpu=np.arange(T, dtype=np.int64) % C,
+            nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
+            sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
+            first_sample_ns=int(self.sample_interval_ms * 1e6),
+            first_scan_ns=int(self.kernel.scan_delay_ms) * 1_000_000, seed=self.seed)
 
     def _build_params(self) -> np.ndarray:
         p = np.zeros(NR_PARAMS, dtype=np.float64)
-        idx = {n: i for i, n in enumerate(PARAM_NAMES)}
-        total_pages = int(self.state.managed.sum())
-        for name in KNOBS:
-            key = "swap_pages" if name == "swap_size" else name
-            if key in idx:
-                p[idx[key]] = self.kernel.get(name, total_pages)
+        total_pages = int(self.state.pgdat["managed"].sum())
+        for name in KNOB_NAMES:
+            p[P[name.upper()]] = self.kernel.get(name, total_pages)
         for k, v in self.costs.items():
-            p[idx[k]] = v
-        p[idx["loaded_latency_c"]] = self.machine.loaded_latency_c
-        p[idx["quantum_ns"]] = self.quantum_us * 1000
-        p[idx["sample_interval_ns"]] = self.sample_interval_ms * 1e6
-        p[idx["seed"]] = self.seed
-        p[idx["hit_path"]] = 1.0 if self.hit_path else 0.0
+            p[P[k.upper()]] = v
+        p[P.LOADED_LATENCY_C] = self.machine.loaded_latency_c
+        p[P.QUANTUM_NS] = self.quantum_us * 1000
+        p[P.SAMPLE_INTERVAL_NS] = self.sample_interval_ms * 1e6
+        p[P.SEED] = self.seed
         return p
 
     def set_knobs(self, **knobs) -> None:
@@ -213,13 +167,13 @@ class Simulation:
         old_tiering = int(self.kernel.numa_balancing) & 2
         self.kernel = self.kernel.replace(**knobs)
         if "min_free_kbytes" in knobs or "watermark_scale_factor" in knobs:
-            total = int(self.state.managed.sum())
-            self.state.wmark[:] = setup_watermarks(self.state.managed, int(self.kernel.get("min_free_kbytes", total)),
-                                                   int(self.kernel.watermark_scale_factor))
+            managed = self.state.pgdat["managed"]
+            self.state.pgdat["wmark"] = setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", int(managed.sum()))),
+                                                         int(self.kernel.watermark_scale_factor))
         self.p = self._build_params()
         if not old_tiering and int(self.kernel.numa_balancing) & 2:
-            now_ms = int(self.state.misc[st.MISC_NOW] // 1_000_000) & 0xFFFFFFFF
-            reset_promotion_state(self.state.nbp, self.state.counters[:, PGPROMOTE_CANDIDATE], now_ms)
+            now_ms = int(self.state.sys[0]["now"] // 1_000_000) & 0xFFFFFFFF
+            reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], now_ms)
 
     def fork(self) -> "Simulation":
         """An independent copy of this simulation as it stands: same machine, knobs, costs and
@@ -228,7 +182,7 @@ class Simulation:
         settings after it) without re-running the set-up; the fork and a simulation that ran the
         same steps from scratch give bit-identical counters."""
         new = copy.copy(self)
-        new.state = st.SimState(*(a.copy() for a in self.state))
+        new.state = st.copy_state(self.state)
         new.p = self.p.copy()
         new.workload = copy.copy(self.workload)
         new.workload.values = dict(self.workload.values)
@@ -265,16 +219,16 @@ class Simulation:
 
     def _oom_message(self) -> str:
         s = self.state
-        nodes = ", ".join(f"node{i}: {int(s.free[i])} free of {int(s.managed[i])}" for i in range(len(s.free)))
+        nodes = ", ".join(f"node{i}: {int(pd_['free'])} free of {int(pd_['managed'])}" for i, pd_ in enumerate(s.pgdat))
         return ("out of memory: an allocation found no node above its MIN watermark and direct reclaim "
                 f"freed nothing ({nodes}); the workload does not fit this machine with these knobs "
                 "(anon memory needs swap_size or demotion_enabled with a lower tier)")
 
     def _drain_samples(self) -> None:
-        n = int(self.state.misc[st.MISC_NR_SAMPLES])
+        n = int(self.state.sys[0]["nr_samples"])
         if n:
             self._ts_rows.append(self.state.samples[:n].copy())
-            self.state.misc[st.MISC_NR_SAMPLES] = 0
+            self.state.sys[0]["nr_samples"] = 0
 
     # ---- results ---------------------------------------------------------------------------
     def result(self) -> Result:
@@ -284,29 +238,25 @@ class Simulation:
         counters = pd.Series(s.counters.sum(axis=0), index=names, dtype="int64")
         node_counters = pd.DataFrame(s.counters, columns=names)
         node_counters.index.name = "node"
-        nodes = pd.DataFrame({
-            "name": [nd.name for nd in m.nodes],
-            "nr_free_pages": s.free.copy(),
-            "nr_inactive_anon": s.lru_size[:, 0].copy(), "nr_active_anon": s.lru_size[:, 1].copy(),
-            "nr_inactive_file": s.lru_size[:, 2].copy(), "nr_active_file": s.lru_size[:, 3].copy(),
-            "nr_isolated": s.nr_isolated.copy(), "managed_pages": s.managed.copy(),
-            "wmark_min": s.wmark[:, st.WMARK_MIN].copy(), "wmark_low": s.wmark[:, st.WMARK_LOW].copy(),
-            "wmark_high": s.wmark[:, st.WMARK_HIGH].copy(), "wmark_promo": s.wmark[:, st.WMARK_PROMO].copy(),
-        })
+        gauges = np.zeros((N, NR_NODE_GAUGES), np.int64)
+        for nid in range(N):
+            node_gauges(s, nid, gauges[nid])
+        nodes = pd.DataFrame(gauges, columns=list(NODE_GAUGE_NAMES))
+        nodes.insert(0, "name", [nd.name for nd in m.nodes])
+        nodes["managed_pages"] = s.pgdat["managed"]
+        for i, w in enumerate(("min", "low", "high", "promo")):
+            nodes[f"wmark_{w}"] = s.pgdat["wmark"][:, i]
         nodes.index.name = "node"
-        cols = ["time_s"] + names
-        for i in range(N):
-            cols += [f"node{i}_nr_free_pages", f"node{i}_nr_inactive_anon", f"node{i}_nr_active_anon",
-                     f"node{i}_nr_inactive_file", f"node{i}_nr_active_file", f"node{i}_nr_isolated"]
+        cols = ["time_s"] + names + [f"node{i}_{g}" for i in range(N) for g in NODE_GAUGE_NAMES]
         rows = np.concatenate(self._ts_rows) if self._ts_rows else np.zeros((0, len(cols)), np.int64)
         ts = pd.DataFrame(rows, columns=cols)
         ts["time_s"] = ts["time_s"] / 1e9
-        task_times = pd.Series(s.task_end / 1e9, name="time_s")
+        task_times = pd.Series(s.task["end"] / 1e9, name="time_s")
         task_times.index.name = "task"
-        mk = [(t, i, s.marks[t, i] / 1e9) for t in range(s.marks.shape[0]) for i in range(int(s.nr_marks[t]))]
+        mk = [(t, i, s.marks[t, i] / 1e9) for t in range(s.marks.shape[0]) for i in range(int(s.task[t]["nr_marks"]))]
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
         return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
-                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task_end.max() / 1e9),
+                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
                       config=self.config())
 
     def config(self) -> dict:

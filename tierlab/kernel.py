@@ -120,7 +120,7 @@ class Kernel:
         if name in self._values:
             return self._values[name]
         if KNOBS[name].default is None:
-            from .core.page_alloc import default_min_free_kbytes
+            from .core.mmzone import default_min_free_kbytes
             return float(default_min_free_kbytes(machine_pages or 0))
         return float(KNOBS[name].default)
 

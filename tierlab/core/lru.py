@@ -19,52 +19,49 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
-from .params import P_LRU_BATCH_SIZE, P_SWAP_PAGES
+from .params import P
 from .state import (
-    F2_ANON, F2_BATCHED, F2_PRESENT, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
-    LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MISC_SWAP_USED, PG_ACTIVE, PG_LRU, PG_REFERENCED,
+    F2_ANON, F2_BATCHED, F2_PRESENT, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON,
+    LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, PG_ACTIVE, PG_LRU, PG_REFERENCED,
     PG_WORKINGSET, folio_lru, folio_nr_pages, list_add, list_del, lru_sentinel,
 )
-from .vmstat import (
-    PGACTIVATE, WORKINGSET_ACTIVATE_ANON, WORKINGSET_ACTIVATE_FILE, WORKINGSET_REFAULT_ANON,
-    WORKINGSET_REFAULT_FILE, WORKINGSET_RESTORE_ANON, WORKINGSET_RESTORE_FILE,
-)
+from .vmstat import Vm
 
 
 @jit_inline
 def lruvec_add_folio(s, head):
     """Put a folio at the head (newest end) of the list its flags select, and mark it PG_lru."""
-    nid = s.node[head]
+    nid = s.pages.node[head]
     lru = folio_lru(s, head)
     list_add(s, lru_sentinel(s, nid, lru), head)
-    s.lru_size[nid, lru] += folio_nr_pages(s, head)
-    s.flags[head] |= PG_LRU
+    s.lruvec[nid].lru_size[lru] += folio_nr_pages(s, head)
+    s.pages.flags[head] |= PG_LRU
 
 
 @jit_inline
 def lruvec_del_folio(s, head):
     """Unlink a folio from its LRU list (the caller then isolates, moves or frees it)."""
-    nid = s.node[head]
+    nid = s.pages.node[head]
     lru = folio_lru(s, head)
     list_del(s, head)
-    s.lru_size[nid, lru] -= folio_nr_pages(s, head)
-    s.flags[head] &= ~PG_LRU
+    s.lruvec[nid].lru_size[lru] -= folio_nr_pages(s, head)
+    s.pages.flags[head] &= ~PG_LRU
 
 
 @jit
 def lru_add_drain_cpu(s, cpu):
     """Move a CPU's lru_add batch onto the LRU lists (lru_add_drain_cpu / folio_batch_move_lru)."""
-    n = s.lru_batch_len[cpu]
+    n = s.cpu[cpu].lru_batch_len
     for i in range(n):
-        h = s.lru_batch[cpu, i]
-        s.flags2[h] &= ~F2_BATCHED
+        h = s.cpu[cpu].lru_batch[i]
+        s.pages.flags2[h] &= ~F2_BATCHED
         lruvec_add_folio(s, h)
-    s.lru_batch_len[cpu] = 0
+    s.cpu[cpu].lru_batch_len = 0
 
 
 @jit
 def lru_add_drain_all(s):
-    for cpu in range(s.lru_batch_len.shape[0]):
+    for cpu in range(s.cpu.shape[0]):
         lru_add_drain_cpu(s, cpu)
 
 
@@ -72,11 +69,11 @@ def lru_add_drain_all(s):
 def folio_add_lru(s, p, cpu, head):
     """folio_add_lru(): queue a new folio in the CPU's lru_add batch; drain when the batch is full
     or the folio is large (the kernel drains at once for large folios)."""
-    s.flags2[head] |= F2_BATCHED
-    n = s.lru_batch_len[cpu]
-    s.lru_batch[cpu, n] = head
-    s.lru_batch_len[cpu] = n + 1
-    if n + 1 >= p[P_LRU_BATCH_SIZE] or folio_nr_pages(s, head) > 1:
+    s.pages.flags2[head] |= F2_BATCHED
+    n = s.cpu[cpu].lru_batch_len
+    s.cpu[cpu].lru_batch[n] = head
+    s.cpu[cpu].lru_batch_len = n + 1
+    if n + 1 >= p[P.LRU_BATCH_SIZE] or folio_nr_pages(s, head) > 1:
         lru_add_drain_cpu(s, cpu)
 
 
@@ -84,57 +81,57 @@ def folio_add_lru(s, p, cpu, head):
 def folio_activate(s, head):
     """Move an inactive folio on the LRU to the active list (pgactivate)."""
     lruvec_del_folio(s, head)
-    s.flags[head] |= PG_ACTIVE
+    s.pages.flags[head] |= PG_ACTIVE
     lruvec_add_folio(s, head)
-    s.counters[s.node[head], PGACTIVATE] += folio_nr_pages(s, head)
+    s.counters[s.pages.node[head], Vm.PGACTIVATE] += folio_nr_pages(s, head)
 
 
 @jit_inline
 def workingset_age_nonresident(s, nid, nr):
-    s.nonresident_age[nid] += nr
+    s.lruvec[nid].nonresident_age += nr
 
 
 @jit_inline
 def folio_mark_accessed(s, head):
     """mm/swap.c folio_mark_accessed(), classic LRU. Returns True when the folio was already
     referenced and active: the branch where the page-cache promotion RFC hooks in."""
-    f = s.flags[head]
+    f = s.pages.flags[head]
     if not (f & PG_REFERENCED):
-        s.flags[head] = f | PG_REFERENCED
+        s.pages.flags[head] = f | PG_REFERENCED
         return False
     if not (f & PG_ACTIVE):
         if f & PG_LRU:
             folio_activate(s, head)
-        elif s.flags2[head] & F2_BATCHED:
-            s.flags[head] |= PG_ACTIVE   # __lru_cache_activate_folio: lands on the active list at drain
-        s.flags[head] &= ~PG_REFERENCED
-        workingset_age_nonresident(s, s.node[head], folio_nr_pages(s, head))
+        elif s.pages.flags2[head] & F2_BATCHED:
+            s.pages.flags[head] |= PG_ACTIVE   # __lru_cache_activate_folio: lands on the active list at drain
+        s.pages.flags[head] &= ~PG_REFERENCED
+        workingset_age_nonresident(s, s.pages.node[head], folio_nr_pages(s, head))
         return False
     return True
 
 
 @jit_inline
 def can_swap(s, p):
-    return s.misc[MISC_SWAP_USED] < p[P_SWAP_PAGES]
+    return s.sys[0].nr_swap_used < p[P.SWAP_SIZE]
 
 
 @jit_inline
 def workingset_eviction(s, head):
     """Age the lruvec and leave a shadow entry (eviction age + workingset bit) in the page's slot."""
-    nid = s.node[head]
+    nid = s.pages.node[head]
     nr = folio_nr_pages(s, head)
     # the shadow records the age before this eviction is counted, so a refault's distance
     # includes the folio's own eviction
-    age = np.uint32(s.nonresident_age[nid] & 0xFFFFFFFF)
+    age = np.uint32(s.lruvec[nid].nonresident_age & 0xFFFFFFFF)
     workingset_age_nonresident(s, nid, nr)
-    mark = F2_SWAPPED if (s.flags2[head] & F2_ANON) else F2_SHADOW
-    ws = s.flags[head] & PG_WORKINGSET
+    mark = F2_SWAPPED if (s.pages.flags2[head] & F2_ANON) else F2_SHADOW
+    ws = s.pages.flags[head] & PG_WORKINGSET
     # the folio is gone: each page keeps its own swap entry / shadow (and is order 0 again)
     for i in range(nr):
-        s.stamp[head + i] = age
-        s.flags2[head + i] |= mark
-        s.flags[head + i] = ws
-        s.order[head + i] &= ~ORDER_MASK
+        s.pages.stamp[head + i] = age
+        s.pages.flags2[head + i] |= mark
+        s.pages.flags[head + i] = ws
+        s.pages.order[head + i] &= ~ORDER_MASK
 
 
 @jit
@@ -143,35 +140,35 @@ def workingset_refault(s, p, head, new_nid, evict_nid):
     activate it if its refault distance fits in the workingset. Sets flags on `head`; counters go to
     the node the folio is refaulting into."""
     nr = folio_nr_pages(s, head)
-    anon = (s.flags2[head] & F2_ANON) != 0
-    had_ws = (s.flags[head] & PG_WORKINGSET) != 0
-    s.flags[head] &= ~PG_WORKINGSET
-    s.counters[new_nid, WORKINGSET_REFAULT_ANON if anon else WORKINGSET_REFAULT_FILE] += nr
-    age_now = np.uint32(s.nonresident_age[evict_nid] & 0xFFFFFFFF)
-    distance = np.int64(np.uint32(age_now - s.stamp[head]))
-    ws = s.lru_size[evict_nid, LRU_ACTIVE_FILE]
+    anon = (s.pages.flags2[head] & F2_ANON) != 0
+    had_ws = (s.pages.flags[head] & PG_WORKINGSET) != 0
+    s.pages.flags[head] &= ~PG_WORKINGSET
+    s.counters[new_nid, Vm.WORKINGSET_REFAULT_ANON if anon else Vm.WORKINGSET_REFAULT_FILE] += nr
+    age_now = np.uint32(s.lruvec[evict_nid].nonresident_age & 0xFFFFFFFF)
+    distance = np.int64(np.uint32(age_now - s.pages.stamp[head]))
+    ws = s.lruvec[evict_nid].lru_size[LRU_ACTIVE_FILE]
     if anon:
-        ws += s.lru_size[evict_nid, LRU_INACTIVE_FILE]
+        ws += s.lruvec[evict_nid].lru_size[LRU_INACTIVE_FILE]
     if can_swap(s, p):
-        ws += s.lru_size[evict_nid, LRU_ACTIVE_ANON]
+        ws += s.lruvec[evict_nid].lru_size[LRU_ACTIVE_ANON]
         if not anon:
-            ws += s.lru_size[evict_nid, LRU_INACTIVE_ANON]
+            ws += s.lruvec[evict_nid].lru_size[LRU_INACTIVE_ANON]
     if distance > ws:
         return
-    s.flags[head] |= PG_ACTIVE
+    s.pages.flags[head] |= PG_ACTIVE
     workingset_age_nonresident(s, evict_nid, nr)
-    s.counters[new_nid, WORKINGSET_ACTIVATE_ANON if anon else WORKINGSET_ACTIVATE_FILE] += nr
+    s.counters[new_nid, Vm.WORKINGSET_ACTIVATE_ANON if anon else Vm.WORKINGSET_ACTIVATE_FILE] += nr
     if had_ws:
-        s.flags[head] |= PG_WORKINGSET
-        s.counters[new_nid, WORKINGSET_RESTORE_ANON if anon else WORKINGSET_RESTORE_FILE] += nr
+        s.pages.flags[head] |= PG_WORKINGSET
+        s.counters[new_nid, Vm.WORKINGSET_RESTORE_ANON if anon else Vm.WORKINGSET_RESTORE_FILE] += nr
 
 
 @jit_inline
 def inactive_is_low(s, nid, file):
     """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB)."""
     base = 2 if file else 0
-    inactive = s.lru_size[nid, base]
-    active = s.lru_size[nid, base + 1]
+    inactive = s.lruvec[nid].lru_size[base]
+    active = s.lruvec[nid].lru_size[base + 1]
     gb = (inactive + active) >> 18
     ratio = np.int64(np.sqrt(10.0 * gb)) if gb > 0 else np.int64(1)
     return inactive * ratio < active
@@ -179,10 +176,10 @@ def inactive_is_low(s, nid, file):
 
 @jit_inline
 def node_lru_pages(s, nid):
-    return (s.lru_size[nid, LRU_INACTIVE_ANON] + s.lru_size[nid, LRU_ACTIVE_ANON]
-            + s.lru_size[nid, LRU_INACTIVE_FILE] + s.lru_size[nid, LRU_ACTIVE_FILE])
+    return (s.lruvec[nid].lru_size[LRU_INACTIVE_ANON] + s.lruvec[nid].lru_size[LRU_ACTIVE_ANON]
+            + s.lruvec[nid].lru_size[LRU_INACTIVE_FILE] + s.lruvec[nid].lru_size[LRU_ACTIVE_FILE])
 
 
 @jit
 def page_present(s, page):
-    return (s.flags2[page] & F2_PRESENT) != 0
+    return (s.pages.flags2[page] & F2_PRESENT) != 0

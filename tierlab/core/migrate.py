@@ -1,4 +1,4 @@
-"""Folio migration between nodes: the accounting and the cost of moving a folio.
+"""Folio migration between nodes: moving an isolated folio, and migrating a misplaced one.
 
 Models mm/migrate.c migrate_pages()/migrate_pages_batch() for the callers tierlab has so far:
 demotion from reclaim (MR_DEMOTION, alloc_demote_folio) and promotion (MR_NUMA_MISPLACED,
@@ -7,34 +7,39 @@ migrate_pages() set-up and TLB shootdown plus, per folio, the fixed migration wo
 (cost.py). The destination folio inherits the source's flags (folio_migrate_flags) and goes to the
 head of the destination node's LRU list.
 
+The NUMA-balancing side (MR_NUMA_MISPLACED): migrate_balanced_pgdat(),
+migrate_misplaced_folio_prepare() (the destination check that wakes its kswapd, and isolation) and
+migrate_misplaced_folio() (alloc_misplaced_dst_folio: no reclaim), used by hint faults
+(memory.py do_numa_page) and the page-cache promotion task work.
+
 Simplifications: migration of an isolated folio succeeds whenever the destination allocation does
 (no -EAGAIN from elevated refcounts, no writeback waits); the destination folio is put straight on
 the LRU instead of through the per-CPU lru_add batch.
 """
 from __future__ import annotations
 
-from ._jit import jit_inline
+from ._jit import jit, jit_inline
 
 from .cost import migrate_batch_ns, migrate_folio_ns
-from .lru import lruvec_add_folio
-from .page_alloc import take_pages
-from .state import PG_ISOLATED, folio_nr_pages
-from .vmstat import PGMIGRATE_SUCCESS, PGFREE
+from .lru import lruvec_add_folio, lruvec_del_folio
+from .mmzone import take_pages, wakeup_kswapd, zone_watermark_ok
+from .state import PG_ISOLATED, PG_LRU, WMARK_HIGH, WMARK_MIN, folio_nr_pages
+from .vmstat import Vm
 
 
 @jit_inline
 def move_isolated_folio(s, p, head, dst, now):
     """Migrate an isolated folio (off the LRU) to `dst` and put it on dst's LRU. Returns the cost in ns.
     The caller has checked that `dst` can take it."""
-    src = s.node[head]
+    src = s.pages.node[head]
     nr = folio_nr_pages(s, head)
     cost = migrate_folio_ns(s, p, src, dst, nr, now)
-    s.free[src] += nr
-    s.counters[src, PGFREE] += nr
+    s.pgdat[src].free += nr
+    s.counters[src, Vm.PGFREE] += nr
     take_pages(s, dst, head, nr)
-    s.flags[head] &= ~PG_ISOLATED
+    s.pages.flags[head] &= ~PG_ISOLATED
     lruvec_add_folio(s, head)
-    s.counters[dst, PGMIGRATE_SUCCESS] += nr
+    s.counters[dst, Vm.PGMIGRATE_SUCCESS] += nr
     return cost
 
 
@@ -44,3 +49,44 @@ def batch_cost(p, nr_folios):
     if nr_folios == 0:
         return 0.0
     return migrate_batch_ns(p) * ((nr_folios + 511) // 512)
+
+
+@jit_inline
+def migrate_balanced_pgdat(s, dst, nr):
+    """Room for nr more pages on dst while staying at or above WMARK_HIGH."""
+    return s.pgdat[dst].free >= s.pgdat[dst].wmark[WMARK_HIGH] + nr
+
+
+@jit_inline
+def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
+    """Refuse unless dst keeps WMARK_HIGH after taking the folio (then wake its kswapd: in tiering
+    mode that is how promotion makes demotion happen), and isolate the folio from its LRU
+    (folio_isolate_lru fails for a folio still in an lru_add batch or already isolated)."""
+    if not migrate_balanced_pgdat(s, dst, nr):
+        wakeup_kswapd(s, p, dst, now)
+        return False
+    if not (s.pages.flags[head] & PG_LRU) or (s.pages.flags[head] & PG_ISOLATED):
+        return False
+    lruvec_del_folio(s, head)
+    s.pages.flags[head] |= PG_ISOLATED
+    s.pgdat[s.pages.node[head]].nr_isolated += nr
+    return True
+
+
+@jit
+def migrate_misplaced_folio(s, p, head, dst, nr, now):
+    """Migrate an isolated folio to dst (alloc_misplaced_dst_folio: no reclaim, so dst must stay
+    above WMARK_MIN), or put it back on its LRU. Counts numa_pages_migrated, and pgpromote_success
+    for a move from a lower tier into the top tier. Returns (migrated, cost)."""
+    src = s.pages.node[head]
+    s.pgdat[src].nr_isolated -= nr
+    if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
+        s.pages.flags[head] &= ~PG_ISOLATED
+        lruvec_add_folio(s, head)
+        s.counters[src, Vm.PGMIGRATE_FAIL] += nr
+        return False, 0.0
+    cost = move_isolated_folio(s, p, head, dst, now)
+    s.counters[dst, Vm.NUMA_PAGES_MIGRATED] += nr
+    if s.pgdat[dst].tier == 0 and s.pgdat[src].tier != 0:
+        s.counters[dst, Vm.PGPROMOTE_SUCCESS] += nr
+    return True, cost

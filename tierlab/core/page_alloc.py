@@ -1,72 +1,24 @@
-"""Page allocation: watermarks, the zonelist walk, kswapd wake-ups, freeing.
+"""Page allocation: the policy's zonelist walk and the allocation slow path.
 
-Models mm/page_alloc.c: __setup_per_zone_wmarks() (min from min_free_kbytes, low/high/promo spaced
-by max(min/4, managed * watermark_scale_factor / 10000)), get_page_from_freelist() (walk the
-policy's zonelist, take the first node above the LOW watermark), and the slow path's first steps
-(wake every kswapd of the zonelist, retry at the MIN watermark). Direct reclaim and the retry loop
-live with the caller (engine.py), which owns the task's clock.
+Models mm/page_alloc.c get_page_from_freelist() (walk the policy's zonelist, take the first node
+above the LOW watermark) and __alloc_pages_slowpath() (wake every kswapd of the zonelist, retry at
+the MIN watermark, drain the per-CPU lru_add batch, direct reclaim up to MAX_RECLAIM_RETRIES
+rounds, then OOM), with mm/mempolicy.c's choice of zonelist for a VMA's policy. The watermarks
+and the free-page accounting are in mmzone.py.
 
-Simplifications: one zone per node; no per-CPU page lists, no fragmentation or buddy orders (a
-later issue adds the buddy allocator); watermark checks compare free pages only.
+Simplifications: no compaction, no high-order retries, no OOM killer victim selection (an OOM
+stops the run); one zone per node.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from ._jit import jit_inline
 
-from .params import P_NUMA_BALANCING
-from .state import (
-    F2_CONTIG, MISC_WAKEUPS, MPOL_BIND, MPOL_INTERLEAVE, MPOL_PREFERRED, WMARK_HIGH, WMARK_LOW, WMARK_MIN,
-    WMARK_PROMO, folio_nr_pages,
-)
-from .vmstat import PAGEOUTRUN, PGALLOC, PGFREE
-
-NUMA_BALANCING_MEMORY_TIERING = 2
-
-
-def default_min_free_kbytes(total_managed_pages: int) -> int:
-    """calculate_min_free_kbytes(): sqrt(16 * lowmem_kbytes), clamped to [128, 262144]."""
-    lowmem_kb = total_managed_pages * 4
-    return int(min(max(int(math.isqrt(lowmem_kb * 16)), 128), 262144))
-
-
-def setup_watermarks(managed: np.ndarray, min_free_kbytes: int, watermark_scale_factor: int) -> np.ndarray:
-    """__setup_per_zone_wmarks() with one zone per node: min is the node's share of min_free_kbytes."""
-    total = int(managed.sum())
-    pages_min = min_free_kbytes >> 2
-    wm = np.zeros((managed.shape[0], 4), dtype=np.int64)
-    for nid, m in enumerate(managed):
-        m = int(m)
-        wmin = pages_min * m // total if total else 0
-        tmp = max(wmin // 4, m * watermark_scale_factor // 10000)
-        wm[nid] = (wmin, wmin + tmp, wmin + 2 * tmp, wmin + 3 * tmp)
-    return wm
-
-
-@jit_inline
-def tiering_mode(p):
-    return (np.int64(p[P_NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) != 0
-
-
-@jit_inline
-def pgdat_balanced(s, p, nid):
-    """kswapd's goal: free >= WMARK_PROMO in tiering mode (5.18+), else WMARK_HIGH."""
-    mark = WMARK_PROMO if tiering_mode(p) else WMARK_HIGH
-    return s.free[nid] >= s.wmark[nid, mark]
-
-
-@jit_inline
-def wakeup_kswapd(s, p, nid, now):
-    """wakeup_kswapd(): no-op if the node is balanced or kswapd gave up on it (MAX_RECLAIM_RETRIES)."""
-    if s.kswapd_awake[nid] or s.kswapd_failures[nid] >= 16 or pgdat_balanced(s, p, nid):
-        return
-    s.kswapd_awake[nid] = 1
-    s.counters[nid, PAGEOUTRUN] += 1
-    s.misc[MISC_WAKEUPS] += 1
-    if s.kswapd_clock[nid] < now:
-        s.kswapd_clock[nid] = now
+from .lru import lru_add_drain_cpu
+from .mmzone import MAX_RECLAIM_RETRIES, wakeup_kswapd, zone_watermark_ok
+from .reclaim import direct_reclaim
+from .state import MPOL_BIND, MPOL_INTERLEAVE, MPOL_PREFERRED, WMARK_LOW, WMARK_MIN
+from .vmstat import Vm
 
 
 @jit_inline
@@ -77,15 +29,15 @@ def policy_nodes(s, region, cpu_nid, index, out):
     node's list restricted to the policy's nodes; interleave: the list of the node picked by the
     page's index (alloc_page_interleave, any node as fallback)."""
     nn = s.zonelist.shape[0]
-    pol = s.region_policy[region]
+    pol = s.regions.policy[region]
     start = cpu_nid
     if pol == MPOL_PREFERRED:
-        start = s.region_nodes[region, 0]
+        start = s.regions.nodes[region, 0]
     elif pol == MPOL_INTERLEAVE:
         k = 0
-        while k < nn and s.region_nodes[region, k] >= 0:
+        while k < nn and s.regions.nodes[region, k] >= 0:
             k += 1
-        start = s.region_nodes[region, index % k]
+        start = s.regions.nodes[region, index % k]
     n = 0
     for i in range(nn):
         nid = s.zonelist[start, i]
@@ -94,18 +46,13 @@ def policy_nodes(s, region, cpu_nid, index, out):
         if pol == MPOL_BIND:
             allowed = False
             for j in range(nn):
-                if s.region_nodes[region, j] == nid:
+                if s.regions.nodes[region, j] == nid:
                     allowed = True
             if not allowed:
                 continue
         out[n] = nid
         n += 1
     return n
-
-
-@jit_inline
-def zone_watermark_ok(s, nid, nr, mark):
-    return s.free[nid] - nr >= s.wmark[nid, mark]
 
 
 @jit_inline
@@ -119,30 +66,29 @@ def get_page_from_freelist(s, cands, n, nr, mark):
 
 
 @jit_inline
-def take_pages(s, nid, head, nr):
-    """Account an allocation of the folio at page `head` (nr pages) on node `nid`.
-
-    Frames on a node are handed out in allocation order, so a folio is physically adjacent to the
-    previous one allocated on the node: F2_CONTIG records whether that previous one was page head-1
-    (the model of destination locality that list_add vs list_add_tail changes)."""
-    s.free[nid] -= nr
-    for i in range(nr):
-        s.node[head + i] = nid
-    if s.last_alloc[nid] == head - 1:
-        s.flags2[head] |= F2_CONTIG
-    else:
-        s.flags2[head] &= ~F2_CONTIG
-    s.last_alloc[nid] = head + nr - 1
-    s.counters[nid, PGALLOC] += nr
-
-
-@jit_inline
-def free_folio(s, head):
-    """Return a folio's pages to its node's free pool (the page itself keeps its node as history)."""
-    nid = s.node[head]
-    nr = folio_nr_pages(s, head)
-    s.free[nid] += nr
-    s.counters[nid, PGFREE] += nr
-
-
-WMARKS = (WMARK_MIN, WMARK_LOW, WMARK_HIGH, WMARK_PROMO)
+def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
+    """Pick the node for a new folio of `nr` pages at `page` of `region` as __alloc_pages() would.
+    Returns (node or -1 on OOM, cost of the slow path in ns)."""
+    cpu_nid = s.cpu[cpu].node
+    n = policy_nodes(s, region, cpu_nid, page - s.regions.start[region], cands)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
+    if nid >= 0:
+        return nid, 0.0
+    for i in range(n):
+        wakeup_kswapd(s, p, cands[i], clock)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    cost = 0.0
+    retries = 0
+    while nid < 0 and retries < MAX_RECLAIM_RETRIES:
+        if retries == 0:
+            lru_add_drain_cpu(s, cpu)
+        s.counters[cpu_nid, Vm.ALLOCSTALL] += 1
+        got, c = direct_reclaim(s, p, cands, n, clock + np.int64(cost), scratch)
+        cost += c
+        nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+        if got == 0:
+            break                               # a full scan freed nothing: out of memory
+        retries += 1
+    if nid < 0:
+        s.counters[cpu_nid, Vm.OOM_KILL] += 1
+    return nid, cost

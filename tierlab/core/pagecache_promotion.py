@@ -33,23 +33,13 @@ effect of the cap, which v3 was comparing against.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit, jit_inline
 
-from .migrate import batch_cost
-from .numa_balancing import (
-    migrate_misplaced_folio, migrate_misplaced_folio_prepare, numa_migrate_check,
-)
-from .params import (
-    P_NUMA_MIGRATE_CHECK_NS, P_PAGECACHE_PROMOTION_CAP, P_PAGECACHE_PROMOTION_ORDER,
-    P_PROMOTE_RATE_LIMIT_MBPS, P_PROMOTION_CANDIDATE_NS, P_TASK_WORK_NS,
-)
-from .state import (
-    folio_nr_pages, list_add, list_add_tail, list_del,
-    promo_sentinel,
-)
-from .vmstat import (
-    PROMOTE_DEFERRED_PAGES, PROMOTE_PUTBACK_PAGES,
-)
+from .migrate import batch_cost, migrate_misplaced_folio, migrate_misplaced_folio_prepare
+from .numa_balancing import numa_migrate_check
+from .params import P
+from .state import folio_nr_pages, list_add, list_add_tail, list_del, promo_sentinel
+from .vmstat import Vm
 
 # enum PromoCap
 PROMO_CAP_RATE_LIMIT = 0   # v3: stop adding once promo_count >= promote_rate_limit_MBps
@@ -59,27 +49,39 @@ PROMO_ORDER_ADD_TAIL = 0   # v3: list_add_tail, promoted in access order
 PROMO_ORDER_ADD = 1        # earlier: list_add, promoted in reverse order
 
 
+@jit_inline
+def promotion_candidate_returns_early(s, p, task, head):
+    """promotion_candidate()'s first tests, inlined on the access path: a top-tier folio returns at
+    node_is_toptier(); in v3 a task whose promo_count has reached the cap returns too (the folio
+    is counted in promote_deferred_pages). Returns the call's cost when it returns there, -1.0
+    when the folio goes on to the decision (no side effect then)."""
+    nid = s.pages.node[head]
+    if s.pgdat[nid].tier == 0:
+        return p[P.PROMOTION_CANDIDATE_NS]
+    if (np.int64(p[P.PAGECACHE_PROMOTION_CAP]) == PROMO_CAP_RATE_LIMIT
+            and s.task[task].promo_count >= np.int64(p[P.PROMOTE_RATE_LIMIT_MBPS])):
+        s.counters[nid, Vm.PROMOTE_DEFERRED_PAGES] += folio_nr_pages(s, head)
+        return p[P.PROMOTION_CANDIDATE_NS]
+    return -1.0
+
+
 @jit
 def promotion_candidate(s, p, task, cpu_nid, head, clock):
     """Returns the cost in ns of the call (and queues the folio when it qualifies)."""
-    cost = p[P_PROMOTION_CANDIDATE_NS]
-    nid = s.node[head]
-    if s.tier[nid] == 0:
-        return cost
+    early = promotion_candidate_returns_early(s, p, task, head)
+    if early >= 0.0:
+        return early
+    cost = p[P.PROMOTION_CANDIDATE_NS]
     nr = folio_nr_pages(s, head)
-    if (np.int64(p[P_PAGECACHE_PROMOTION_CAP]) == PROMO_CAP_RATE_LIMIT
-            and s.promo_count[task] >= np.int64(p[P_PROMOTE_RATE_LIMIT_MBPS])):
-        s.counters[nid, PROMOTE_DEFERRED_PAGES] += nr
-        return cost
-    cost += p[P_NUMA_MIGRATE_CHECK_NS]
+    cost += p[P.NUMA_MIGRATE_CHECK_NS]
     dst = numa_migrate_check(s, p, head, cpu_nid, nr, clock, True)
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, clock):
         return cost
-    if np.int64(p[P_PAGECACHE_PROMOTION_ORDER]) == PROMO_ORDER_ADD:
+    if np.int64(p[P.PAGECACHE_PROMOTION_ORDER]) == PROMO_ORDER_ADD:
         list_add(s, promo_sentinel(s, task), head)
     else:
         list_add_tail(s, promo_sentinel(s, task), head)
-    s.promo_count[task] += nr
+    s.task[task].promo_count += nr
     return cost
 
 
@@ -88,22 +90,22 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
     """Task work at return to user: migrate_misplaced_folio_batch(promo_list, this node).
     Returns the cost in ns (0 when nothing was queued)."""
     sent = promo_sentinel(s, task)
-    if s.next[sent] == sent:
-        s.promo_count[task] = 0
+    if s.pages.next[sent] == sent:
+        s.task[task].promo_count = 0
         return 0.0
-    cost = p[P_TASK_WORK_NS]
+    cost = p[P.TASK_WORK_NS]
     dst = cpu_nid
     nr_folios = 0
-    while s.next[sent] != sent:
-        x = s.next[sent]
+    while s.pages.next[sent] != sent:
+        x = s.pages.next[sent]
         list_del(s, x)
         nr = folio_nr_pages(s, x)
-        src = s.node[x]
+        src = s.pages.node[x]
         nr_folios += 1
         ok, c = migrate_misplaced_folio(s, p, x, dst, nr, clock + np.int64(cost))
         cost += c
         if not ok:
-            s.counters[src, PROMOTE_PUTBACK_PAGES] += nr
+            s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
     cost += batch_cost(p, nr_folios)
-    s.promo_count[task] = 0
+    s.task[task].promo_count = 0
     return cost

@@ -32,22 +32,14 @@ from .lru import (
     workingset_eviction,
 )
 from .migrate import batch_cost, move_isolated_folio
-from .page_alloc import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
-from .params import (
-    P_DEMOTION_ENABLED, P_IO_SEQ_4K_NS, P_SWAP_PAGES, P_RECLAIM_FREE_NS, P_RECLAIM_SCAN_NS, P_SWAP_OUT_4K_NS,
-    P_SWAPPINESS,
-)
+from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
+from .params import P
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
-    LRU_INACTIVE_FILE, MISC_SWAP_USED, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel,
-    rng_next,
+    LRU_INACTIVE_FILE, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG,
+    WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
-from .vmstat import (
-    PGACTIVATE, PGDEACTIVATE, PGDEMOTE_DIRECT, PGDEMOTE_KSWAPD, PGPGOUT, PGREFILL, PGSCAN_ANON,
-    PGSCAN_DIRECT, PGSCAN_FILE, PGSCAN_KSWAPD, PGSTEAL_ANON, PGSTEAL_DIRECT, PGSTEAL_FILE,
-    PGSTEAL_KSWAPD, PSWPOUT, WORKINGSET_ACTIVATE_ANON, WORKINGSET_ACTIVATE_FILE,
-    PGMIGRATE_FAIL,
-)
+from .vmstat import Vm
 
 SWAP_CLUSTER_MAX = 32
 MAX_RECLAIM_RETRIES = 16
@@ -72,7 +64,7 @@ def next_demotion_node(s, nid):
 
 @jit_inline
 def can_demote(s, p, nid):
-    return p[P_DEMOTION_ENABLED] != 0 and s.demote_target[nid, 0] >= 0
+    return p[P.DEMOTION_ENABLED] != 0 and s.demote_target[nid, 0] >= 0
 
 
 @jit_inline
@@ -89,35 +81,35 @@ def shrink_active_list(s, p, nid, lru, nr_to_scan):
     head = lru_sentinel(s, nid, lru)
     scanned = 0
     cost = 0.0
-    while scanned < nr_to_scan and s.prev[head] != head:
-        x = s.prev[head]
+    while scanned < nr_to_scan and s.pages.prev[head] != head:
+        x = s.pages.prev[head]
         lruvec_del_folio(s, x)
         nr = folio_nr_pages(s, x)
         scanned += nr
-        s.flags[x] &= ~(PG_ACTIVE | PG_YOUNG)
-        s.flags[x] |= PG_WORKINGSET
+        s.pages.flags[x] &= ~(PG_ACTIVE | PG_YOUNG)
+        s.pages.flags[x] |= PG_WORKINGSET
         lruvec_add_folio(s, x)
-        s.counters[nid, PGDEACTIVATE] += nr
-        cost += p[P_RECLAIM_SCAN_NS]
-    s.counters[nid, PGREFILL] += scanned
+        s.counters[nid, Vm.PGDEACTIVATE] += nr
+        cost += p[P.RECLAIM_SCAN_NS]
+    s.counters[nid, Vm.PGREFILL] += scanned
     return cost
 
 
 @jit_inline
 def folio_check_references(s, x):
     """Young PTEs found (and cleared) plus PG_referenced decide: activate, keep, or reclaim."""
-    f = s.flags[x]
-    young = (f & PG_YOUNG) != 0 and (s.flags2[x] & F2_MAPPED) != 0
+    f = s.pages.flags[x]
+    young = (f & PG_YOUNG) != 0 and (s.pages.flags2[x] & F2_MAPPED) != 0
     ref = (f & PG_REFERENCED) != 0
     f &= ~(PG_YOUNG | PG_REFERENCED)
     if young:
         f |= PG_REFERENCED
-        s.flags[x] = f
+        s.pages.flags[x] = f
         if ref:
             return FOLIOREF_ACTIVATE
         return FOLIOREF_KEEP
-    s.flags[x] = f
-    if ref and not (s.flags2[x] & F2_ANON):
+    s.pages.flags[x] = f
+    if ref and not (s.pages.flags2[x] & F2_ANON):
         return FOLIOREF_RECLAIM_CLEAN
     return FOLIOREF_RECLAIM
 
@@ -127,19 +119,19 @@ def reclaim_folio(s, p, nid, x):
     """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry.
     Returns (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
     nr = folio_nr_pages(s, x)
-    cost = p[P_RECLAIM_FREE_NS]
-    if s.flags2[x] & F2_ANON:
-        if s.misc[MISC_SWAP_USED] + nr > p[P_SWAP_PAGES]:
+    cost = p[P.RECLAIM_FREE_NS]
+    if s.pages.flags2[x] & F2_ANON:
+        if s.sys[0].nr_swap_used + nr > p[P.SWAP_SIZE]:
             # add_to_swap() needs nr free entries; a large folio is not split here (simplified)
             return 0, 0.0
-        s.misc[MISC_SWAP_USED] += nr
-        s.counters[nid, PSWPOUT] += nr
-        cost += p[P_SWAP_OUT_4K_NS] * nr
-    elif s.flags[x] & PG_DIRTY:
-        s.counters[nid, PGPGOUT] += nr * 4
-        cost += p[P_IO_SEQ_4K_NS] * nr
+        s.sys[0].nr_swap_used += nr
+        s.counters[nid, Vm.PSWPOUT] += nr
+        cost += p[P.SWAP_OUT_4K_NS] * nr
+    elif s.pages.flags[x] & PG_DIRTY:
+        s.counters[nid, Vm.PGPGOUT] += nr * 4
+        cost += p[P.IO_SEQ_4K_NS] * nr
     free_folio(s, x)
-    s.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
+    s.pages.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
     workingset_eviction(s, x)     # leaves shadows/swap entries; keeps only the workingset bit
     return nr, cost
 
@@ -156,16 +148,16 @@ def demote_folio(s, p, nid, x, now):
     if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
         wakeup_kswapd(s, p, dst, now)
         dst = -1
-        for cand in range(s.tier.shape[0]):
-            if s.tier[cand] > s.tier[nid] and zone_watermark_ok(s, cand, nr, WMARK_MIN):
+        for cand in range(s.pgdat.shape[0]):
+            if s.pgdat[cand].tier > s.pgdat[nid].tier and zone_watermark_ok(s, cand, nr, WMARK_MIN):
                 dst = cand
                 break
         if dst < 0:
-            s.counters[nid, PGMIGRATE_FAIL] += nr
+            s.counters[nid, Vm.PGMIGRATE_FAIL] += nr
             return 0, 0.0
-    elif s.free[dst] - nr < s.wmark[dst, 1]:
+    elif s.pgdat[dst].free - nr < s.pgdat[dst].wmark[1]:
         wakeup_kswapd(s, p, dst, now)
-    s.flags[x] |= PG_ISOLATED
+    s.pages.flags[x] |= PG_ISOLATED
     return nr, move_isolated_folio(s, p, x, dst, now)
 
 
@@ -177,17 +169,17 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
     head = lru_sentinel(s, nid, lru)
     n = 0
     scanned = 0
-    while scanned < nr_to_scan and s.prev[head] != head:
-        x = s.prev[head]
+    while scanned < nr_to_scan and s.pages.prev[head] != head:
+        x = s.pages.prev[head]
         lruvec_del_folio(s, x)
-        s.nr_isolated[nid] += folio_nr_pages(s, x)
+        s.pgdat[nid].nr_isolated += folio_nr_pages(s, x)
         scanned += folio_nr_pages(s, x)
         scratch[n] = x
         n += 1
     file = lru == LRU_INACTIVE_FILE
-    s.counters[nid, PGSCAN_KSWAPD if kswapd else PGSCAN_DIRECT] += scanned
-    s.counters[nid, PGSCAN_FILE if file else PGSCAN_ANON] += scanned
-    cost = p[P_RECLAIM_SCAN_NS] * n
+    s.counters[nid, Vm.PGSCAN_KSWAPD if kswapd else Vm.PGSCAN_DIRECT] += scanned
+    s.counters[nid, Vm.PGSCAN_FILE if file else Vm.PGSCAN_ANON] += scanned
+    cost = p[P.RECLAIM_SCAN_NS] * n
     demote = can_demote(s, p, nid)
     reclaimed = 0
     demoted = 0
@@ -195,11 +187,11 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
     for i in range(n):
         x = scratch[i]
         nr = folio_nr_pages(s, x)
-        s.nr_isolated[nid] -= nr
+        s.pgdat[nid].nr_isolated -= nr
         verdict = folio_check_references(s, x)
         if verdict == FOLIOREF_ACTIVATE:
-            s.flags[x] |= PG_ACTIVE
-            s.counters[nid, PGACTIVATE] += nr
+            s.pages.flags[x] |= PG_ACTIVE
+            s.counters[nid, Vm.PGACTIVATE] += nr
             lruvec_add_folio(s, x)
             continue
         if verdict == FOLIOREF_KEEP:
@@ -218,15 +210,15 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
         cost += c
         if got == 0:
             # anon without swap space: add_to_swap() fails and the folio is activated
-            s.flags[x] |= PG_ACTIVE
-            s.counters[nid, PGACTIVATE] += nr
+            s.pages.flags[x] |= PG_ACTIVE
+            s.counters[nid, Vm.PGACTIVATE] += nr
             lruvec_add_folio(s, x)
             continue
         reclaimed += got
     cost += batch_cost(p, nr_demote_folios)
-    s.counters[nid, PGSTEAL_KSWAPD if kswapd else PGSTEAL_DIRECT] += reclaimed
-    s.counters[nid, PGSTEAL_FILE if file else PGSTEAL_ANON] += reclaimed
-    s.counters[nid, PGDEMOTE_KSWAPD if kswapd else PGDEMOTE_DIRECT] += demoted
+    s.counters[nid, Vm.PGSTEAL_KSWAPD if kswapd else Vm.PGSTEAL_DIRECT] += reclaimed
+    s.counters[nid, Vm.PGSTEAL_FILE if file else Vm.PGSTEAL_ANON] += reclaimed
+    s.counters[nid, Vm.PGDEMOTE_KSWAPD if kswapd else Vm.PGDEMOTE_DIRECT] += demoted
     return reclaimed, cost
 
 
@@ -237,32 +229,32 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
     cost = 0.0
     anon_ok = can_reclaim_anon(s, p, nid)
     # may_deactivate: inactive list low, or refault activations since the last pass
-    act_anon = s.counters[nid, WORKINGSET_ACTIVATE_ANON]
-    act_file = s.counters[nid, WORKINGSET_ACTIVATE_FILE]
-    deact_file = inactive_is_low(s, nid, True) or act_file != s.refault_snap[nid, 1]
-    deact_anon = anon_ok and (inactive_is_low(s, nid, False) or act_anon != s.refault_snap[nid, 0])
-    s.refault_snap[nid, 0] = act_anon
-    s.refault_snap[nid, 1] = act_file
+    act_anon = s.counters[nid, Vm.WORKINGSET_ACTIVATE_ANON]
+    act_file = s.counters[nid, Vm.WORKINGSET_ACTIVATE_FILE]
+    deact_file = inactive_is_low(s, nid, True) or act_file != s.lruvec[nid].refaults[1]
+    deact_anon = anon_ok and (inactive_is_low(s, nid, False) or act_anon != s.lruvec[nid].refaults[0])
+    s.lruvec[nid].refaults[0] = act_anon
+    s.lruvec[nid].refaults[1] = act_file
     if deact_file:
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX)
 
-    inact_file = s.lru_size[nid, LRU_INACTIVE_FILE]
-    inact_anon = s.lru_size[nid, LRU_INACTIVE_ANON]
-    file_total = inact_file + s.lru_size[nid, LRU_ACTIVE_FILE]
-    anon_total = inact_anon + s.lru_size[nid, LRU_ACTIVE_ANON]
+    inact_file = s.lruvec[nid].lru_size[LRU_INACTIVE_FILE]
+    inact_anon = s.lruvec[nid].lru_size[LRU_INACTIVE_ANON]
+    file_total = inact_file + s.lruvec[nid].lru_size[LRU_ACTIVE_FILE]
+    anon_total = inact_anon + s.lruvec[nid].lru_size[LRU_ACTIVE_ANON]
     if not anon_ok or anon_total == 0:
         scan_file = True
     elif file_total == 0:
         scan_file = False
     elif inact_file > 0 and not deact_file:
         scan_file = True                                   # cache_trim_mode
-    elif file_total + s.free[nid] <= s.wmark[nid, WMARK_HIGH]:
+    elif file_total + s.pgdat[nid].free <= s.pgdat[nid].wmark[WMARK_HIGH]:
         scan_file = False                                  # file is tiny: go for anon
     else:
-        sw = p[P_SWAPPINESS]
-        s.scan_acc[nid] += sw
-        if s.scan_acc[nid] >= 200.0:
-            s.scan_acc[nid] -= 200.0
+        sw = p[P.SWAPPINESS]
+        s.lruvec[nid].scan_acc += sw
+        if s.lruvec[nid].scan_acc >= 200.0:
+            s.lruvec[nid].scan_acc -= 200.0
             scan_file = False
         else:
             scan_file = True
@@ -271,7 +263,7 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
     scanned = 0
     for attempt in range(2):
         lru = LRU_INACTIVE_FILE if scan_file else LRU_INACTIVE_ANON
-        before = s.lru_size[nid, lru]
+        before = s.lruvec[nid].lru_size[lru]
         if before > 0:
             r, c = shrink_inactive_list(s, p, nid, lru, SWAP_CLUSTER_MAX, kswapd, now, scratch)
             reclaimed += r
@@ -283,7 +275,7 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
 
     if anon_ok and (deact_anon or inactive_is_low(s, nid, False)):
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX)
-    elif scanned == 0 and s.lru_size[nid, LRU_ACTIVE_FILE] > 0:
+    elif scanned == 0 and s.lruvec[nid].lru_size[LRU_ACTIVE_FILE] > 0:
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX)
         scanned += 1
     return reclaimed, scanned, cost
@@ -295,23 +287,23 @@ def kswapd_step(s, p, nid, scratch):
     A balance_pgdat() run that reclaims nothing after scanning the node's LRU twice over (the
     equivalent of a full DEF_PRIORITY..1 sweep) counts one kswapd failure and kswapd sleeps; after
     MAX_RECLAIM_RETRIES failures wakeup_kswapd() leaves the node to direct reclaim."""
-    now = s.kswapd_clock[nid]
+    now = s.pgdat[nid].kswapd_clock
     if pgdat_balanced(s, p, nid):
-        s.kswapd_awake[nid] = 0
+        s.pgdat[nid].kswapd_awake = 0
         return
     reclaimed, scanned, cost = reclaim_batch(s, p, nid, True, now, scratch)
     if reclaimed > 0:
-        s.kswapd_failures[nid] = 0
-        s.kswapd_scanned[nid] = 0
+        s.pgdat[nid].kswapd_failures = 0
+        s.pgdat[nid].kswapd_scanned = 0
     else:
-        s.kswapd_scanned[nid] += max(scanned, 1)
-        if s.kswapd_scanned[nid] > 2 * node_lru_pages(s, nid) + SWAP_CLUSTER_MAX:
-            s.kswapd_failures[nid] += 1
-            s.kswapd_scanned[nid] = 0
-            s.kswapd_awake[nid] = 0
-    s.kswapd_clock[nid] = now + np.int64(max(cost, 100.0))
+        s.pgdat[nid].kswapd_scanned += max(scanned, 1)
+        if s.pgdat[nid].kswapd_scanned > 2 * node_lru_pages(s, nid) + SWAP_CLUSTER_MAX:
+            s.pgdat[nid].kswapd_failures += 1
+            s.pgdat[nid].kswapd_scanned = 0
+            s.pgdat[nid].kswapd_awake = 0
+    s.pgdat[nid].kswapd_clock = now + np.int64(max(cost, 100.0))
     if pgdat_balanced(s, p, nid):
-        s.kswapd_awake[nid] = 0
+        s.pgdat[nid].kswapd_awake = 0
 
 
 @jit
@@ -334,7 +326,7 @@ def direct_reclaim(s, p, cands, n, now, scratch):
                 break
             scanned += max(sc, 1)
             if r > 0:
-                s.kswapd_failures[nid] = 0
+                s.pgdat[nid].kswapd_failures = 0
         if total >= SWAP_CLUSTER_MAX:
             break
     return total, cost

@@ -1,20 +1,42 @@
-"""Simulation state as a structure of arrays, and the intrusive list operations on it.
+"""Simulation state, grouped by the kernel object each value belongs to, and the intrusive lists.
 
-Per simulated 4 KiB page (file page-cache index or anonymous virtual page; ids are dense over the
-regions a workload declares, so state grows with the workload, not with the machine) 16 bytes:
+`SimState` is a NamedTuple of parts; an out-of-line kernel call copies these few parts, not one
+array per field. Per-page state stays a structure of arrays (16 bytes per page: a 128 GiB file is
+33.5 M pages); everything per node, CPU, task or mm is one record array whose fields have the
+kernel's names (`s.pgdat[nid].free`, `s.cpu[c].clock`, `s.task[t].promo_count`); no value lives in
+a column addressed by a number. `allocate()` is the one place that builds a state; its dtypes are
+below.
 
-    node    int8    node the page lives on (or last lived on, when not present)
-    flags   uint8   PG_referenced, PG_active, PG_workingset, PG_lru, PG_dirty, young, protnone, isolated
-    flags2  uint8   present, anon, mapped, shadow, swapped, contig, in an lru_add batch
-    order   int8    folio order, low nibble (heads and tails alike; folios are naturally aligned, so
-                    the head of page p is p & ~(2**order - 1)); high nibble reserved for MGLRU gen/refs
-    prev    int32   intrusive list links, as folio->lru in the kernel: an LRU list while on the LRU,
-    next    int32   the task's promotion list while isolated for promotion
-    stamp   uint32  NUMA hint stamp (access time in ms, or fault count) while present; the shadow
-                    entry's eviction age (workingset.c) while evicted
+    pages     struct folio / struct page analogues, per simulated 4 KiB page (ids are dense over the
+              regions a workload declares, so state grows with the workload, not the machine):
+        node    int8    node the page lives on (or last lived on, when not present)
+        flags   uint8   PG_referenced, PG_active, PG_workingset, PG_lru, PG_dirty, young, protnone,
+                        isolated
+        flags2  uint8   present, anon, mapped, shadow, swapped, contig, in an lru_add batch; bit 7 is
+                        free (PTE write/dirty state for MIGRC goes here)
+        order   int8    folio order, low nibble (heads and tails alike; folios are naturally aligned,
+                        so the head of page p is p & ~(2**order - 1)); high nibble reserved for MGLRU
+                        gen/refs
+        prev    int32   intrusive list links, as folio->lru: an LRU list while on the LRU, the task's
+        next    int32   promotion list while isolated for promotion
+        stamp   uint32  NUMA hint stamp (access time in ms, or fault count) while present; the
+                        shadow entry's eviction age (workingset.c) while evicted
+    regions   the workload's VMAs and files: pages [start[r], start[r+1])
+    pgdat     struct pglist_data + its one zone, per node (PGDAT_DTYPE)
+    lruvec    struct lruvec, one per node (the root memcg) (LRUVEC_DTYPE; MGLRU adds its fields here)
+    mem       the node's memory as a device for the time model, cost.py (MEM_DTYPE)
+    zonelist  int8[N, N] fallback order by distance, -1 padded
+    demote_target int8[N, N] preferred demotion targets, -1 padded
+    cpu       per CPU (CPU_DTYPE): its clock and lru_add batch (per-CPU TLBs go beside it)
+    task      per task (TASK_DTYPE), with the mm it belongs to
+    mm        per mm (MM_DTYPE): the NUMA scanner's cursor and next-scan time
+    sys       the kernel's globals, one record (SYS_DTYPE): time reached, swap in use, sampling
+    marks     int64[T, M] task clock at MARK ops
+    counters  int64[N, NR_VMSTAT_ITEMS] vmstat events per node (vmstat.py)
+    samples   int64[S, ncols] time-series rows (engine.take_sample)
 
-List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs to
-know which list a folio is on (the kernel's list_head does the same). Lists: 4 classic LRU lists per
+List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs
+to know which list a folio is on (the kernel's list_head does the same). Lists: NR_LRU_LISTS per
 node (kernel order: inactive anon, active anon, inactive file, active file; head = newest, tail =
 oldest), then one promotion list per task.
 """
@@ -58,28 +80,24 @@ MPOL_DEFAULT = 0
 MPOL_PREFERRED = 1
 MPOL_BIND = 2
 MPOL_INTERLEAVE = 3
+MPOL_CODES = {"default": MPOL_DEFAULT, "preferred": MPOL_PREFERRED, "bind": MPOL_BIND,
+              "interleave": MPOL_INTERLEAVE}
 
 # region kinds
 REGION_ANON = 0
 REGION_FILE = 1         # page cache reached through read()/write() only: no VMA, never NUMA-scanned
 REGION_FILE_MAPPED = 2  # a file mapped with mmap (a VMA the NUMA scanner walks)
 
-# watermark slots (enum zone_watermarks, one zone per node)
+# watermarks (enum zone_watermarks, one zone per node): pgdat[nid].wmark[WMARK_LOW]
 WMARK_MIN = 0
 WMARK_LOW = 1
 WMARK_HIGH = 2
 WMARK_PROMO = 3
-
-# per-node promotion state slots (struct pglist_data, CONFIG_NUMA_BALANCING)
-NBP_RL_START = 0
-NBP_RL_NR_CAND = 1
-NBP_THRESHOLD = 2
-NBP_TH_START = 3
-NBP_TH_NR_CAND = 4
-NR_NBP = 5
+NR_WMARK = 4
 
 LRU_BATCH_MAX = 31
 STAMP_NONE = np.uint32(0xFFFFFFFF)  # access-time field reset to all ones at allocation ("no cpupid")
+NO_PAGE = -2                        # "no previous page" in task.last_page and pgdat.last_alloc
 
 # run status codes
 STATUS_DONE = 0
@@ -87,79 +105,114 @@ STATUS_SAMPLES_FULL = 1
 STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
 
+PAGE_STATE_BYTES = 16   # node, flags, flags2, order (1 each), prev, next, stamp (4 each)
 
-class SimState(NamedTuple):
-    # per page (prev/next have the sentinel slots appended)
+PGDAT_DTYPE = np.dtype([
+    ("managed", np.int64),           # zone_managed_pages
+    ("free", np.int64),              # NR_FREE_PAGES
+    ("wmark", np.int64, (NR_WMARK,)),
+    ("nr_isolated", np.int64),       # NR_ISOLATED_ANON + NR_ISOLATED_FILE
+    ("tier", np.int64),              # memory tier rank, 0 = top tier (node_is_toptier)
+    ("nr_cpus", np.int64),
+    ("last_alloc", np.int64),        # last page allocated here (physical contiguity, take_pages)
+    ("kswapd_awake", np.int64),
+    ("kswapd_clock", np.int64),      # kswapd's own virtual clock, ns
+    ("kswapd_failures", np.int64),
+    ("kswapd_scanned", np.int64),    # pages scanned since kswapd last made progress
+    # CONFIG_NUMA_BALANCING promotion state (names as in struct pglist_data)
+    ("nbp_rl_start", np.int64),      # rate-limit window start, ms
+    ("nbp_rl_nr_cand", np.int64),    # pgpromote_candidate at the window start
+    ("nbp_threshold", np.int64),     # hot threshold, ms (0: use the default)
+    ("nbp_th_start", np.int64),      # threshold-adjust window start, ms
+    ("nbp_th_nr_cand", np.int64),    # pgpromote_candidate at the adjust window start
+], align=True)
+
+LRUVEC_DTYPE = np.dtype([
+    ("lru_size", np.int64, (NR_LRU_LISTS,)),  # pages per classic LRU list
+    ("nonresident_age", np.int64),   # shadows keep its low 32 bits (workingset.c)
+    ("refaults", np.int64, (2,)),    # workingset_activate_{anon,file} at the last reclaim pass
+    ("scan_acc", np.float64),        # get_scan_count SCAN_FRACT anon/file split accumulator
+], align=True)
+
+MEM_DTYPE = np.dtype([
+    ("seq_ns", np.float64),          # 4 KiB streaming copy, unloaded
+    ("line_ns", np.float64),         # random cache-line load, unloaded
+    ("write_ns", np.float64),        # random cache-line store, unloaded
+    ("bw_bytes_ns", np.float64),     # peak bandwidth, bytes per ns
+    ("load_factor", np.float64),     # loaded-latency multiplier from the last window
+    ("win_start", np.int64),         # start of the bandwidth accounting window
+    ("win_bytes", np.float64),       # bytes moved in the current window
+], align=True)
+
+CPU_DTYPE = np.dtype([
+    ("node", np.int64),
+    ("clock", np.int64),             # ns
+    ("next_task", np.int64),         # round-robin cursor over the CPU's tasks
+    ("lru_batch_len", np.int64),
+    ("lru_batch", np.int64, (LRU_BATCH_MAX,)),   # the per-CPU lru_add folio batch
+], align=True)
+
+TASK_DTYPE = np.dtype([
+    ("cpu", np.int64),
+    ("mm", np.int64),
+    ("runtime", np.int64),           # ns of CPU time consumed (se.sum_exec_runtime)
+    ("end", np.int64),               # CPU clock when the task last ran
+    ("last_page", np.int64),         # previous page read()/written (stream continuity, pos_same_folio)
+    ("call_start", np.int64),        # 1 when the task's next access starts a new system call
+    ("promo_count", np.int64),       # pages on the promotion list (current->promo_count)
+    ("numa_scan_stamp", np.int64),   # runtime ns of the next scan tick (curr->node_stamp)
+    ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); 0 until the first tick
+    ("nr_marks", np.int64),
+], align=True)
+
+MM_DTYPE = np.dtype([
+    ("numa_next_scan", np.int64),    # mm->numa_next_scan, ns
+    ("numa_scan_offset", np.int64),  # mm->numa_scan_offset, a page id
+], align=True)
+
+SYS_DTYPE = np.dtype([
+    ("now", np.int64),               # latest virtual time reached by any CPU
+    ("wakeups", np.int64),           # kswapd wake-ups so far (a running quantum yields to a woken kswapd)
+    ("nr_swap_used", np.int64),      # swap entries in use (total swap minus nr_swap_pages)
+    ("nr_samples", np.int64),        # rows filled in `samples`
+    ("next_sample", np.int64),       # virtual time of the next sample row
+    ("rng", np.uint64),              # xorshift state
+], align=True)
+
+
+class Pages(NamedTuple):
     node: np.ndarray
     flags: np.ndarray
     flags2: np.ndarray
     order: np.ndarray
-    prev: np.ndarray
+    prev: np.ndarray      # with the list sentinels appended
     next: np.ndarray
     stamp: np.ndarray
-    # regions: pages [region_start[r], region_start[r+1])
-    region_start: np.ndarray      # int64[R+1]
-    region_kind: np.ndarray       # int8[R]
-    region_policy: np.ndarray     # int8[R]
-    region_nodes: np.ndarray      # int8[R, N] allowed nodes in policy order, -1 padded
-    region_order: np.ndarray      # int8[R] folio order used when faulting pages of the region
-    # per node
-    free: np.ndarray              # int64[N] free pages
-    managed: np.ndarray           # int64[N]
-    wmark: np.ndarray             # int64[N, 4]
-    lru_size: np.ndarray          # int64[N, NR_LRU_LISTS] pages
-    nr_isolated: np.ndarray       # int64[N]
-    nonresident_age: np.ndarray   # int64[N] (lruvec->nonresident_age; shadows keep its low 32 bits)
-    refault_snap: np.ndarray      # int64[N, 2] workingset_activate_{anon,file} at the last reclaim pass
-    scan_acc: np.ndarray          # float64[N] anon/file split accumulator (get_scan_count SCAN_FRACT)
-    kswapd_awake: np.ndarray      # int8[N]
-    kswapd_clock: np.ndarray      # int64[N] ns
-    kswapd_failures: np.ndarray   # int64[N]
-    kswapd_scanned: np.ndarray    # int64[N] pages scanned since kswapd last made progress
-    tier: np.ndarray              # int8[N] 0 = top tier
-    node_cpus: np.ndarray         # int64[N]
-    zonelist: np.ndarray          # int8[N, N] fallback order by distance, -1 padded
-    demote_target: np.ndarray     # int8[N, N] preferred demotion targets, -1 padded
-    last_alloc: np.ndarray        # int64[N] last page allocated on the node (physical contiguity)
-    nbp: np.ndarray               # int64[N, NR_NBP] promotion rate-limit / threshold state
-    seq_ns: np.ndarray            # float64[N] 4 KiB streaming copy, unloaded
-    line_ns: np.ndarray           # float64[N] random cache-line load, unloaded
-    write_ns: np.ndarray          # float64[N] random cache-line store, unloaded
-    bw_bytes_ns: np.ndarray       # float64[N] peak bandwidth, bytes per ns
-    load_factor: np.ndarray       # float64[N] loaded-latency multiplier from the last window
-    win_start: np.ndarray         # int64[N] start of the bandwidth accounting window
-    win_bytes: np.ndarray         # float64[N] bytes moved in the current window
-    # per CPU
-    cpu_node: np.ndarray          # int64[C]
-    cpu_clock: np.ndarray         # int64[C] ns
-    cpu_next_task: np.ndarray     # int64[C] round-robin cursor over the CPU's tasks
-    lru_batch: np.ndarray         # int64[C, LRU_BATCH_MAX]
-    lru_batch_len: np.ndarray     # int64[C]
-    # per task
-    task_cpu: np.ndarray          # int64[T]
-    task_runtime: np.ndarray      # int64[T] ns of CPU time consumed
-    task_end: np.ndarray          # int64[T] CPU clock when the task last ran
-    task_last_page: np.ndarray    # int64[T] previous page read()/written (stream continuity, pos_same_folio)
-    task_call_start: np.ndarray   # int8[T] 1 when the task's next access starts a new system call
-    promo_count: np.ndarray       # int64[T] pages on the promotion list (current->promo_count)
-    numa_scan: np.ndarray         # int64[T, 2]: node_stamp (runtime ns of the next scan tick), scan period ns
-    marks: np.ndarray             # int64[T, M] clock at MARK ops
-    nr_marks: np.ndarray          # int64[T]
-    # global
-    counters: np.ndarray          # int64[N, NR_VMSTAT_ITEMS]
-    samples: np.ndarray           # int64[S, ncols]
-    misc: np.ndarray              # int64[16]: see MISC_* below
-    rng: np.ndarray               # uint64[1] xorshift state
 
 
-MISC_NR_SAMPLES = 0
-MISC_NEXT_SAMPLE = 1
-MISC_SWAP_USED = 2
-MISC_NR_PAGES = 3
-MISC_NOW = 4          # latest virtual time reached by any CPU
-MISC_WAKEUPS = 5      # kswapd wake-ups so far (lets a running quantum yield to a woken kswapd)
-MISC_NUMA_NEXT_SCAN = 6   # mm->numa_next_scan in ns (one mm shared by all tasks)
-MISC_NUMA_SCAN_OFFSET = 7 # mm->numa_scan_offset as a page id
+class Regions(NamedTuple):
+    start: np.ndarray     # int64[R+1]
+    kind: np.ndarray      # int8[R]
+    policy: np.ndarray    # int8[R]
+    nodes: np.ndarray     # int8[R, N] allowed nodes in policy order, -1 padded
+    order: np.ndarray     # int8[R] folio order used when faulting pages of the region
+
+
+class SimState(NamedTuple):
+    pages: Pages
+    regions: Regions
+    pgdat: np.ndarray
+    lruvec: np.ndarray
+    mem: np.ndarray
+    zonelist: np.ndarray
+    demote_target: np.ndarray
+    cpu: np.ndarray
+    task: np.ndarray
+    mm: np.ndarray
+    sys: np.ndarray
+    marks: np.ndarray
+    counters: np.ndarray
+    samples: np.ndarray
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -168,17 +221,100 @@ def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
 
 def page_state_bytes(nr_pages: int) -> int:
     """Bytes of per-page state (the 16-byte budget) for `nr_pages` simulated pages."""
-    return nr_pages * 16
+    return nr_pages * PAGE_STATE_BYTES
+
+
+def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_order, managed, wmark,
+             tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, nr_marks,
+             nr_counters, sample_cols, sample_rows, first_sample_ns, first_scan_ns, seed) -> SimState:
+    """A fresh state: every page absent, every list empty, every node's memory free.
+
+    region_*: per region (pages, REGION_* kind, MPOL_* policy, allowed nodes, folio order);
+    managed/wmark/tier/node_cpus: per node; zonelists/demotion_targets: per node, lists of nodes;
+    mem: per node dicts of MEM_DTYPE's unloaded figures; cpu_nodes: the node of each CPU that runs
+    tasks; task_cpu: the CPU of each task. All tasks share mm 0."""
+    R = len(region_pages)
+    N = len(managed)
+    C = len(cpu_nodes)
+    T = len(task_cpu)
+    P = int(sum(region_pages))
+    prev = np.full(P + nr_sentinels(N, T), -1, dtype=np.int32)
+    nxt = np.full(P + nr_sentinels(N, T), -1, dtype=np.int32)
+    init_lists(prev, nxt, P)
+    pages = Pages(node=np.full(P, -1, np.int8), flags=np.zeros(P, np.uint8), flags2=np.zeros(P, np.uint8),
+                  order=np.zeros(P, np.int8), prev=prev, next=nxt, stamp=np.full(P, STAMP_NONE, np.uint32))
+    start = np.zeros(R + 1, np.int64)
+    start[1:] = np.cumsum(np.asarray(region_pages, np.int64))
+    nodes = np.full((R, N), -1, np.int8)
+    for i, ns in enumerate(region_nodes):
+        nodes[i, :len(ns)] = ns
+    regions = Regions(start=start, kind=np.asarray(region_kind, np.int8),
+                      policy=np.asarray(region_policy, np.int8), nodes=nodes,
+                      order=np.asarray(region_order, np.int8))
+    pgdat = np.zeros(N, PGDAT_DTYPE)
+    pgdat["managed"] = managed
+    pgdat["free"] = managed
+    pgdat["wmark"] = wmark
+    pgdat["tier"] = tier
+    pgdat["nr_cpus"] = node_cpus
+    pgdat["last_alloc"] = NO_PAGE
+    memarr = np.zeros(N, MEM_DTYPE)
+    for k in ("seq_ns", "line_ns", "write_ns", "bw_bytes_ns"):
+        memarr[k] = [m[k] for m in mem]
+    memarr["load_factor"] = 1.0
+    zl = np.full((N, N), -1, np.int8)
+    for i, order in enumerate(zonelists):
+        zl[i, :len(order)] = order
+    dt = np.full((N, max(1, N)), -1, np.int8)
+    for i, tg in enumerate(demotion_targets):
+        dt[i, :len(tg)] = tg
+    cpu = np.zeros(C, CPU_DTYPE)
+    cpu["node"] = cpu_nodes
+    task = np.zeros(T, TASK_DTYPE)
+    task["cpu"] = task_cpu
+    task["last_page"] = NO_PAGE
+    task["call_start"] = 1
+    mm = np.zeros(1, MM_DTYPE)
+    mm["numa_next_scan"] = first_scan_ns
+    sysrec = np.zeros(1, SYS_DTYPE)
+    sysrec["next_sample"] = first_sample_ns
+    sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
+    return SimState(pages=pages, regions=regions, pgdat=pgdat, lruvec=np.zeros(N, LRUVEC_DTYPE),
+                    mem=memarr, zonelist=zl, demote_target=dt, cpu=cpu, task=task, mm=mm, sys=sysrec,
+                    marks=np.zeros((T, max(1, nr_marks)), np.int64),
+                    counters=np.zeros((N, nr_counters), np.int64),
+                    samples=np.zeros((sample_rows, sample_cols), np.int64))
+
+
+def copy_state(s: SimState) -> SimState:
+    """A deep copy (Simulation.fork)."""
+    return SimState(*(type(part)(*(a.copy() for a in part)) if isinstance(part, tuple) else part.copy()
+                      for part in s))
+
+
+def state_arrays(s: SimState):
+    """(name, array) for every array of the state, parts flattened as 'pages.flags'."""
+    for name, part in zip(s._fields, s):
+        if isinstance(part, tuple):
+            for sub, a in zip(part._fields, part):
+                yield f"{name}.{sub}", a
+        else:
+            yield name, part
+
+
+@jit_inline
+def nr_pages(s):
+    return s.pages.node.shape[0]
 
 
 @jit_inline
 def lru_sentinel(s, nid, lru):
-    return s.node.shape[0] + nid * NR_LRU_LISTS + lru
+    return s.pages.node.shape[0] + nid * NR_LRU_LISTS + lru
 
 
 @jit
 def promo_sentinel(s, task):
-    return s.node.shape[0] + s.lru_size.shape[0] * NR_LRU_LISTS + task
+    return s.pages.node.shape[0] + s.lruvec.shape[0] * NR_LRU_LISTS + task
 
 
 @jit
@@ -191,46 +327,54 @@ def init_lists(prev, nxt, first_sentinel):
 @jit_inline
 def list_add(s, head, x):
     """Insert x right after the sentinel (kernel list_add: newest end)."""
-    n = s.next[head]
-    s.next[x] = n
-    s.prev[x] = head
-    s.prev[n] = x
-    s.next[head] = x
+    pg = s.pages
+    n = pg.next[head]
+    pg.next[x] = n
+    pg.prev[x] = head
+    pg.prev[n] = x
+    pg.next[head] = x
 
 
 @jit_inline
 def list_add_tail(s, head, x):
     """Insert x right before the sentinel (kernel list_add_tail)."""
-    p = s.prev[head]
-    s.prev[x] = p
-    s.next[x] = head
-    s.next[p] = x
-    s.prev[head] = x
+    pg = s.pages
+    p = pg.prev[head]
+    pg.prev[x] = p
+    pg.next[x] = head
+    pg.next[p] = x
+    pg.prev[head] = x
 
 
 @jit_inline
 def list_del(s, x):
-    p = s.prev[x]
-    n = s.next[x]
-    s.next[p] = n
-    s.prev[n] = p
-    s.prev[x] = -1
-    s.next[x] = -1
+    pg = s.pages
+    p = pg.prev[x]
+    n = pg.next[x]
+    pg.next[p] = n
+    pg.prev[n] = p
+    pg.prev[x] = -1
+    pg.next[x] = -1
 
 
 @jit
 def list_empty(s, head):
-    return s.next[head] == head
+    return s.pages.next[head] == head
+
+
+@jit_inline
+def folio_order(s, page):
+    return np.int64(s.pages.order[np.uint64(page)] & ORDER_MASK)
 
 
 @jit_inline
 def folio_nr_pages(s, head):
-    return np.int64(1) << (s.order[head] & ORDER_MASK)
+    return np.int64(1) << (s.pages.order[head] & ORDER_MASK)
 
 
 @jit_inline
 def folio_head(s, page):
-    o = s.order[page] & ORDER_MASK
+    o = s.pages.order[page] & ORDER_MASK
     return page & ~((np.int64(1) << o) - 1)
 
 
@@ -238,9 +382,9 @@ def folio_head(s, page):
 def folio_lru(s, head):
     """Which classic LRU list a folio belongs on: 2*file + active (folio_lru_list)."""
     lru = 0
-    if not (s.flags2[head] & F2_ANON):
+    if not (s.pages.flags2[head] & F2_ANON):
         lru += 2
-    if s.flags[head] & PG_ACTIVE:
+    if s.pages.flags[head] & PG_ACTIVE:
         lru += 1
     return lru
 
@@ -248,11 +392,12 @@ def folio_lru(s, head):
 @jit_inline
 def rng_next(s):
     """xorshift64*: deterministic per-run randomness inside kernels (e.g. next_demotion_node)."""
-    x = s.rng[0]
+    g = s.sys[0]
+    x = g.rng
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
     x ^= x >> np.uint64(27)
-    s.rng[0] = x
+    g.rng = x
     return (x * np.uint64(2685821657736338717)) >> np.uint64(11)
 
 
@@ -260,10 +405,10 @@ def rng_next(s):
 def region_of(s, page):
     """Binary search of the region holding `page` (regions are few; called on faults only)."""
     lo = 0
-    hi = s.region_kind.shape[0] - 1
+    hi = s.regions.kind.shape[0] - 1
     while lo < hi:
         mid = (lo + hi + 1) >> 1
-        if s.region_start[mid] <= page:
+        if s.regions.start[mid] <= page:
             lo = mid
         else:
             hi = mid - 1

@@ -3,72 +3,75 @@
 Counters live in one int64 array `counters[node, item]`: every event is charged to a node (the node of
 the folio it concerns, or for faults the node of the faulting CPU), so per-node
 `/sys/devices/system/node/nodeN/vmstat` and global `/proc/vmstat` both come out of the same array.
-Item indices are module-level ints, which numba freezes as compile-time constants.
+`Vm` is the item enum (enum vm_event_item): `s.counters[nid, Vm.PGFAULT] += 1`; numba freezes its
+members as compile-time constants. The names (`VMSTAT_NAMES`) are derived from it.
 
 Counters tierlab invents are at the end, with names the kernel could have chosen and a unit suffix.
 """
+from enum import IntEnum
 
-VMSTAT_NAMES = (
+
+class Vm(IntEnum):
     # faults
-    "pgfault",
-    "pgmajfault",
+    PGFAULT = 0
+    PGMAJFAULT = 1
     # classic LRU (mm/swap.c, mm/vmscan.c)
-    "pgactivate",
-    "pgdeactivate",
-    "pgrefill",
-    "pgrotated",
-    "pgscan_kswapd",
-    "pgscan_direct",
-    "pgsteal_kswapd",
-    "pgsteal_direct",
-    "pgscan_anon",
-    "pgscan_file",
-    "pgsteal_anon",
-    "pgsteal_file",
-    "pgdemote_kswapd",
-    "pgdemote_direct",
-    "pgpgin",
-    "pgpgout",
-    "pswpin",
-    "pswpout",
-    "allocstall",
-    "pageoutrun",
-    "kswapd_low_wmark_hit_quickly",
-    "kswapd_high_wmark_hit_quickly",
-    "pgalloc",
-    "pgfree",
+    PGACTIVATE = 2
+    PGDEACTIVATE = 3
+    PGREFILL = 4
+    PGROTATED = 5
+    PGSCAN_KSWAPD = 6
+    PGSCAN_DIRECT = 7
+    PGSTEAL_KSWAPD = 8
+    PGSTEAL_DIRECT = 9
+    PGSCAN_ANON = 10
+    PGSCAN_FILE = 11
+    PGSTEAL_ANON = 12
+    PGSTEAL_FILE = 13
+    PGDEMOTE_KSWAPD = 14
+    PGDEMOTE_DIRECT = 15
+    PGPGIN = 16
+    PGPGOUT = 17
+    PSWPIN = 18
+    PSWPOUT = 19
+    ALLOCSTALL = 20
+    PAGEOUTRUN = 21
+    KSWAPD_LOW_WMARK_HIT_QUICKLY = 22
+    KSWAPD_HIGH_WMARK_HIT_QUICKLY = 23
+    PGALLOC = 24
+    PGFREE = 25
     # workingset (mm/workingset.c)
-    "workingset_refault_anon",
-    "workingset_refault_file",
-    "workingset_activate_anon",
-    "workingset_activate_file",
-    "workingset_restore_anon",
-    "workingset_restore_file",
+    WORKINGSET_REFAULT_ANON = 26
+    WORKINGSET_REFAULT_FILE = 27
+    WORKINGSET_ACTIVATE_ANON = 28
+    WORKINGSET_ACTIVATE_FILE = 29
+    WORKINGSET_RESTORE_ANON = 30
+    WORKINGSET_RESTORE_FILE = 31
     # migration (mm/migrate.c)
-    "pgmigrate_success",
-    "pgmigrate_fail",
+    PGMIGRATE_SUCCESS = 32
+    PGMIGRATE_FAIL = 33
     # NUMA balancing / tiering (kernel/sched/fair.c, mm/memory.c)
-    "numa_pte_updates",
-    "numa_hint_faults",
-    "numa_hint_faults_local",
-    "numa_pages_migrated",
-    "pgpromote_success",
-    "pgpromote_candidate",
-    "pgpromote_candidate_nrl",
+    NUMA_PTE_UPDATES = 34
+    NUMA_HINT_FAULTS = 35
+    NUMA_HINT_FAULTS_LOCAL = 36
+    NUMA_PAGES_MIGRATED = 37
+    PGPROMOTE_SUCCESS = 38
+    PGPROMOTE_CANDIDATE = 39
+    PGPROMOTE_CANDIDATE_NRL = 40
     # page-cache promotion RFC (Gregory Price, v3)
-    "numa_hint_page_cache",
-    "numa_hint_page_cache_local",
+    NUMA_HINT_PAGE_CACHE = 41
+    NUMA_HINT_PAGE_CACHE_LOCAL = 42
     # tierlab's own
-    "promote_deferred_pages",      # candidates put back because the per-task cap (promo_count) was hit
-    "promote_putback_pages",       # isolated candidates put back to the LRU because migration failed
-    "oom_kill",
-)
+    PROMOTE_DEFERRED_PAGES = 43      # candidates put back because the per-task cap (promo_count) was hit
+    PROMOTE_PUTBACK_PAGES = 44       # isolated candidates put back to the LRU because migration failed
+    OOM_KILL = 45
 
-for _i, _n in enumerate(VMSTAT_NAMES):
-    globals()[_n.upper()] = _i
-NR_VMSTAT_ITEMS = len(VMSTAT_NAMES)
 
-# Gauges sampled at the end of a run (not events).
+VMSTAT_NAMES = tuple(v.name.lower() for v in Vm)
+NR_VMSTAT_ITEMS = len(Vm)
+
+# Gauges: per-node values sampled into the time series and reported in Result.nodes (in this order;
+# engine.node_gauges fills them).
 NODE_GAUGE_NAMES = (
     "nr_free_pages",
     "nr_inactive_anon",
@@ -77,3 +80,4 @@ NODE_GAUGE_NAMES = (
     "nr_active_file",
     "nr_isolated",
 )
+NR_NODE_GAUGES = len(NODE_GAUGE_NAMES)

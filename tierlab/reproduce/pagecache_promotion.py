@@ -45,7 +45,7 @@ from ..errors import ConfigError
 from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
-from ..core.vmstat import PGPROMOTE_SUCCESS
+from ..core.vmstat import Vm
 from . import published, register, table
 
 FILE = "128GiB"
@@ -240,7 +240,7 @@ class _Phases:
         self.sim = Simulation(machine, Kernel(**knobs), self.w, seed=0, sample_interval_ms=1e9)
         self.sim.run(self._passes(0, warmup=True))      # set-up read: places the page cache
         self._tick()
-        self.promoted = [int(self.sim.state.counters[:, PGPROMOTE_SUCCESS].sum())]
+        self.promoted = [int(self.sim.state.counters[:, Vm.PGPROMOTE_SUCCESS].sum())]
         self.cycle_promoted: list[int] = []
         self._last = 0
 
@@ -254,10 +254,10 @@ class _Phases:
             self.sim.set_knobs(**knobs)
         times = []
         for _ in range(n):
-            t0 = self.sim.state.task_end[0]
+            t0 = self.sim.state.task[0]["end"]
             self.sim.run(self._passes(1))
-            times.append((self.sim.state.task_end[0] - t0) / 1e9 * self.scale)
-            done = int(self.sim.state.counters[:, PGPROMOTE_SUCCESS].sum())
+            times.append((self.sim.state.task[0]["end"] - t0) / 1e9 * self.scale)
+            done = int(self.sim.state.counters[:, Vm.PGPROMOTE_SUCCESS].sum())
             self.cycle_promoted.append(done - self.promoted[-1])
             self.promoted.append(done)
             self._tick()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._jit import jit
-from ..core.engine import OP_MARK, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
+from ..core.ops import OP_MARK, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
 
 
 @jit

@@ -3,7 +3,7 @@
 A workload declares its memory as regions (a file's page cache or an anonymous mapping, each with a
 memory policy) and yields chunks of accesses. A chunk is CSR-shaped per task: `offsets[T+1]`,
 `pages[n]` (int64, global page ids = region base + page index), `ops[n]` (uint8, see
-tierlab.core.engine OP_*). Generators are vectorised numpy; nothing is a Python object per access.
+tierlab.core.ops OP_*). Generators are vectorised numpy; nothing is a Python object per access.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..core.engine import OP_LOAD, OP_MARK, OP_PAGE, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
+from ..core.ops import OP_LOAD, OP_MARK, OP_PAGE, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..core.engine import OP_LOAD, OP_READ, OP_STORE, OP_SYSCALL_END, OP_WRITE
+from ..core.ops import OP_LOAD, OP_READ, OP_STORE, OP_SYSCALL_END, OP_WRITE
 from ..errors import ConfigError
 from .base import CHUNK_ACCESSES, Chunk, Param, Region, Workload, choice_param, policy_param
 

@@ -1,0 +1,53 @@
+"""The time-model constants: what each piece of kernel work costs, with the source of every number.
+
+cost.py charges them (and documents the memory-access model); params.py puts them in the parameter
+vector after the knobs. Reproductions fit only baseline figures (e.g. the per-page copy cost of a
+machine) and mark those `calibrated`; nothing here is fitted to a treatment column.
+"""
+
+# name: (default, unit, what it models and where the number comes from)
+COSTS = {
+    "syscall_ns": (150.0, "ns", "read()/write() entry and exit with speculation mitigations; getppid()-style "
+                   "round trips measure 70-250 ns on 2020s x86 servers (lmbench lat_syscall)."),
+    "fma_ns": (0.0, "ns", "folio_mark_accessed() itself; folded into the calibrated per-page copy cost seq_ns."),
+    "fma_hook_check_ns": (1.0, "ns", "the RFC v3 inline checks added to folio_mark_accessed() (PG_isolated test, "
+                          "sysfs switch, numa_balancing bit): a few predictable branches on hot cache lines."),
+    "promotion_candidate_ns": (4.0, "ns", "an out-of-line call to promotion_candidate() that returns at the "
+                               "node_is_toptier() test: call/return plus a node-mask lookup."),
+    "numa_migrate_check_ns": (60.0, "ns", "numa_migrate_check()+mpol_misplaced()+should_numa_migrate_memory(): "
+                              "policy lookup, atomic xchg of the access time, two atomics for the rate limit."),
+    "task_work_ns": (100.0, "ns", "task_work_run() at return to user when a promotion list is queued."),
+    "numa_scan_pte_ns": (5.0, "ns", "change_pte_range() walking one present PTE that it leaves alone."),
+    "numa_scan_update_ns": (25.0, "ns", "making one PTE PROT_NONE and stamping the folio's access time, "
+                            "plus its share of the range's TLB flush."),
+    "migrate_batch_ns": (4000.0, "ns", "one migrate_pages() call: batch set-up, one batched TLB shootdown "
+                         "(try_to_unmap_flush, IPIs ~2-4 us), putback."),
+    "migrate_folio_ns": (700.0, "ns", "per-folio migration work besides the copy: isolate/lock, rmap walk "
+                         "and migration entries, allocate the destination, remap, LRU putback. "
+                         "move_pages() of 4 KiB pages in 512-folio batches between the two nodes of a "
+                         "Zen 3 EPYC, kernel 6.16: 3.73 GB/s (~1.1 us per page), folio_copy() ~35 % of "
+                         "it (S. Garg, 'Accelerate page migration with batch copying and hardware "
+                         "offload', RFC v3, lkml 2025-09-23, 20250923174752.35701-1-shivankg@amd.com): "
+                         "~0.7 us per page without the copy."),
+    "migrate_noncontig_ns": (0.0, "ns", "reserved: extra cost of a destination page not adjacent to the previous one."),
+    "fault_ns": (700.0, "ns", "a minor page fault: exception entry/exit, VMA lookup, PTE install "
+                 "(will-it-scale page_fault1 ~ 1.2-1.5 M faults/s per thread, zeroing excluded)."),
+    "zero_page_ns": (250.0, "ns", "clearing a 4 KiB page (clear_page with rep stosb at ~16 GB/s)."),
+    "pagecache_insert_ns": (400.0, "ns", "adding a new folio to the page cache on a miss: allocation, xarray "
+                            "insert, lru_add, readahead bookkeeping."),
+    "io_seq_4k_ns": (1300.0, "ns", "one 4 KiB page of sequential readahead from an NVMe SSD (~3 GB/s)."),
+    "io_rand_4k_ns": (80000.0, "ns", "one random 4 KiB read from an NVMe SSD at queue depth 1 (~80 us)."),
+    "swap_out_4k_ns": (10000.0, "ns", "writing a 4 KiB anon page to swap on NVMe, amortised in reclaim."),
+    "swap_in_4k_ns": (80000.0, "ns", "a synchronous 4 KiB swap-in from NVMe (major fault)."),
+    "reclaim_scan_ns": (120.0, "ns", "isolating and checking one folio in shrink_folio_list (rmap walk "
+                        "for mapped folios, folio_check_references)."),
+    "reclaim_free_ns": (150.0, "ns", "unmapping/deleting from the page cache and freeing one reclaimed folio."),
+    "stream_break_ns": (-1.0, "ns", "extra cost when a streamed page is not physically adjacent to the "
+                        "previous one: the streaming prefetchers lose the stream and the first lines "
+                        "are a demand miss. -1 means 'one idle cache-line latency of the node'."),
+    "util_window_ns": (100_000.0, "ns", "bandwidth accounting window for the loaded-latency model."),
+}
+
+
+def cost_defaults() -> dict:
+    return {k: v[0] for k, v in COSTS.items()}

@@ -1,0 +1,99 @@
+"""Per-node memory accounting: watermarks, free pages, kswapd wake-ups.
+
+Models mm/page_alloc.c __setup_per_zone_wmarks() (min from min_free_kbytes, low/high/promo spaced by
+max(min/4, managed * watermark_scale_factor / 10000)) and calculate_min_free_kbytes(), the
+zone_watermark_ok() test, allocation and freeing of a folio's pages, and mm/vmscan.c
+wakeup_kswapd()/pgdat_balanced(). These sit below both the allocator (page_alloc.py) and reclaim
+(reclaim.py), which use them, so the two can call each other's entry points without an import cycle
+(numba needs an acyclic import graph).
+
+Simplifications: one zone per node; no per-CPU page lists, no fragmentation or buddy orders (a
+later issue adds the buddy allocator); watermark checks compare free pages only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from ._jit import jit_inline
+
+from .params import NUMA_BALANCING_MEMORY_TIERING, P
+from .state import F2_CONTIG, WMARK_HIGH, WMARK_PROMO, folio_nr_pages
+from .vmstat import Vm
+
+MAX_RECLAIM_RETRIES = 16   # mm/internal.h: kswapd failures before it gives up; direct reclaim rounds
+
+
+def default_min_free_kbytes(total_managed_pages: int) -> int:
+    """calculate_min_free_kbytes(): sqrt(16 * lowmem_kbytes), clamped to [128, 262144]."""
+    lowmem_kb = total_managed_pages * 4
+    return int(min(max(int(math.isqrt(lowmem_kb * 16)), 128), 262144))
+
+
+def setup_watermarks(managed: np.ndarray, min_free_kbytes: int, watermark_scale_factor: int) -> np.ndarray:
+    """__setup_per_zone_wmarks() with one zone per node: min is the node's share of min_free_kbytes."""
+    total = int(managed.sum())
+    pages_min = min_free_kbytes >> 2
+    wm = np.zeros((managed.shape[0], 4), dtype=np.int64)
+    for nid, m in enumerate(managed):
+        m = int(m)
+        wmin = pages_min * m // total if total else 0
+        tmp = max(wmin // 4, m * watermark_scale_factor // 10000)
+        wm[nid] = (wmin, wmin + tmp, wmin + 2 * tmp, wmin + 3 * tmp)
+    return wm
+
+
+@jit_inline
+def tiering_mode(p):
+    return (np.int64(p[P.NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) != 0
+
+
+@jit_inline
+def pgdat_balanced(s, p, nid):
+    """kswapd's goal: free >= WMARK_PROMO in tiering mode (5.18+), else WMARK_HIGH."""
+    mark = WMARK_PROMO if tiering_mode(p) else WMARK_HIGH
+    return s.pgdat[nid].free >= s.pgdat[nid].wmark[mark]
+
+
+@jit_inline
+def wakeup_kswapd(s, p, nid, now):
+    """wakeup_kswapd(): no-op if the node is balanced or kswapd gave up on it (MAX_RECLAIM_RETRIES)."""
+    if s.pgdat[nid].kswapd_awake or s.pgdat[nid].kswapd_failures >= MAX_RECLAIM_RETRIES or pgdat_balanced(s, p, nid):
+        return
+    s.pgdat[nid].kswapd_awake = 1
+    s.counters[nid, Vm.PAGEOUTRUN] += 1
+    s.sys[0].wakeups += 1
+    if s.pgdat[nid].kswapd_clock < now:
+        s.pgdat[nid].kswapd_clock = now
+
+
+@jit_inline
+def zone_watermark_ok(s, nid, nr, mark):
+    return s.pgdat[nid].free - nr >= s.pgdat[nid].wmark[mark]
+
+
+@jit_inline
+def take_pages(s, nid, head, nr):
+    """Account an allocation of the folio at page `head` (nr pages) on node `nid`.
+
+    Frames on a node are handed out in allocation order, so a folio is physically adjacent to the
+    previous one allocated on the node: F2_CONTIG records whether that previous one was page head-1
+    (the model of destination locality that list_add vs list_add_tail changes)."""
+    s.pgdat[nid].free -= nr
+    for i in range(nr):
+        s.pages.node[head + i] = nid
+    if s.pgdat[nid].last_alloc == head - 1:
+        s.pages.flags2[head] |= F2_CONTIG
+    else:
+        s.pages.flags2[head] &= ~F2_CONTIG
+    s.pgdat[nid].last_alloc = head + nr - 1
+    s.counters[nid, Vm.PGALLOC] += nr
+
+
+@jit_inline
+def free_folio(s, head):
+    """Return a folio's pages to its node's free pool (the page itself keeps its node as history)."""
+    nid = s.pages.node[head]
+    nr = folio_nr_pages(s, head)
+    s.pgdat[nid].free += nr
+    s.counters[nid, Vm.PGFREE] += nr
