@@ -9,7 +9,7 @@ import numpy as np
 
 from tierlab.api import Simulation
 from tierlab.core import state as st
-from tierlab.core.engine import OP_LOAD, OP_READ, OP_STORE, OP_SYSCALL_END, OP_WRITE  # noqa: F401
+from tierlab.core.ops import OP_LOAD, OP_READ, OP_STORE, OP_SYSCALL_END, OP_WRITE  # noqa: F401
 from tierlab.core.vmstat import VMSTAT_NAMES
 from tierlab.kernel import Kernel
 from tierlab.machine import Machine

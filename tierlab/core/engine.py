@@ -79,18 +79,26 @@ def access_slow(s, p, task, cpu, page, op, clock, scratch, cands):
 
 
 @jit_inline
-def after_access(s, p, task, cpu, clock, start, numa_on, work_pending):
+def scan_tick_at(s, task, start):
+    """The clock at which the task's runtime reaches its next NUMA scan stamp, for a quantum that
+    began at `start`."""
+    return start + (s.task[task].numa_scan_stamp - s.task[task].runtime)
+
+
+@jit_inline
+def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
     """What runs after an access, in this order: the task work of a system call that queued
     promotions (task_numa_promotion_work), then the NUMA scan tick once the task's runtime reaches
-    its next scan stamp (task_tick_numa). `start` is the clock at which the task's quantum began.
-    Returns the clock after both."""
+    its next scan stamp (task_tick_numa; `scan_at` is when that happens, INF with NUMA balancing
+    off). `start` is the clock at which the task's quantum began. Returns the clock after both and
+    the next `scan_at`."""
     if work_pending:
         clock += np.int64(task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock))
-    if numa_on:
+    if clock >= scan_at:
         rt = s.task[task].runtime + (clock - start)
-        if rt >= s.task[task].numa_scan_stamp:
-            clock += np.int64(task_tick_numa(s, p, task, rt, clock))
-    return clock
+        clock += np.int64(task_tick_numa(s, p, task, rt, clock))
+        scan_at = scan_tick_at(s, task, start)
+    return clock, scan_at
 
 
 @jit_inline
@@ -200,6 +208,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         pos = task_pos[t]
         end = offsets[t + 1]
         status = STATUS_DONE
+        scan_at = scan_tick_at(s, t, start) if numa_on else INF
         while pos < end:
             op = ops[np.uint64(pos)]
             if (op & OP_MARK) and s.task[t].nr_marks >= s.marks.shape[1]:
@@ -208,7 +217,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             page = pages[np.uint64(pos)]
             cost, why = access_present(s, p, t, cpu_nid, page, op, clock, 0.0, True)
             ok = True
-            if why != ACCESS_DONE:
+            slow = why != ACCESS_DONE
+            if slow:
                 cost, ok = access_slow(s, p, t, c, page, op, clock, scratch, cands)
             pos += 1
             clock += np.int64(cost)
@@ -219,11 +229,12 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if op & OP_SYSCALL_END:
                 clock += syscall_ns
                 pending = s.task[t].promo_count > 0
-            clock = after_access(s, p, t, c, clock, start, numa_on, pending)
+            clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, pending)
             if op & OP_MARK:
                 s.marks[t, s.task[t].nr_marks] = clock
                 s.task[t].nr_marks += 1
-            if clock >= limit or s.sys[0].wakeups != wakeups:
+            # only the general case can wake kswapd (allocation, reclaim, a promotion's target check)
+            if clock >= limit or (slow and s.sys[0].wakeups != wakeups):
                 break
         task_pos[t] = pos
         s.task[t].runtime += clock - start

@@ -55,7 +55,7 @@ def promotion_candidate_returns_early(s, p, task, head):
     node_is_toptier(); in v3 a task whose promo_count has reached the cap returns too (the folio
     is counted in promote_deferred_pages). Returns the call's cost when it returns there, -1.0
     when the folio goes on to the decision (no side effect then)."""
-    nid = s.pages.node[head]
+    nid = np.uint64(s.pages.node[head])
     if s.pgdat[nid].tier == 0:
         return p[P.PROMOTION_CANDIDATE_NS]
     if (np.int64(p[P.PAGECACHE_PROMOTION_CAP]) == PROMO_CAP_RATE_LIMIT
