@@ -192,6 +192,27 @@ def rehash_ids(old, new, new_bits):
             new[2 * s + 1] = old[2 * j + 1]
 
 
+class PageIds:
+    """Dense page ids 0, 1, ... in order of first appearance, fed chunk by chunk."""
+
+    def __init__(self, bits: int = 12):
+        self.bits = bits
+        self.table = np.full(2 << bits, -1, np.int64)
+        self.n = 0
+
+    def map(self, pages: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """ids of pages (into `out`, default a new int64 array), assigning new ids to new pages."""
+        pages = np.ascontiguousarray(pages, np.int64)
+        while 2 * (self.n + len(pages)) > (1 << self.bits):
+            bits = self.bits + 1
+            table = np.full(2 << bits, -1, np.int64)
+            rehash_ids(self.table, table, bits)
+            self.bits, self.table = bits, table
+        out = np.empty(len(pages), np.int64) if out is None else out
+        self.n = int(assign_ids(pages, self.table, self.bits, self.n, out))
+        return out
+
+
 # ---------------------------------------------------------------------------------------------
 # LRU stack distances, chunk by chunk
 

@@ -1,7 +1,7 @@
 """Trace statistics in one streaming pass: counts, distinct pages, LRU stack (reuse) distances.
 
 Everything here reads a trace source chunk by chunk (a path, a `Trace` or a `TraceFile`), so its
-memory is one chunk plus O(distinct pages): a dense-id hash table (`PageIds`) and the stack-distance
+memory is one chunk plus O(distinct pages): a dense-id hash table (`core.trace_kernels.PageIds`) and the stack-distance
 state (`StackDistances`: last position per page, a Fenwick tree over positions, compacted when
 positions run out, and the exact distance histogram). Pages form one namespace across tasks.
 """
@@ -11,29 +11,9 @@ import numpy as np
 
 from ..core import trace_kernels as tk
 from ..units import PAGE_SIZE
+from ..core.trace_kernels import PageIds
 from .format import CHUNK_RECORDS
 from .readers import open_trace
-
-
-class PageIds:
-    """Dense page ids 0, 1, ... in order of first appearance, fed chunk by chunk."""
-
-    def __init__(self, bits: int = 12):
-        self.bits = bits
-        self.table = np.full(2 << bits, -1, np.int64)
-        self.n = 0
-
-    def map(self, pages: np.ndarray) -> np.ndarray:
-        """ids (int64) of pages, assigning new ids to pages not seen before."""
-        pages = np.ascontiguousarray(pages, np.int64)
-        while 2 * (self.n + len(pages)) > (1 << self.bits):
-            bits = self.bits + 1
-            table = np.full(2 << bits, -1, np.int64)
-            tk.rehash_ids(self.table, table, bits)
-            self.bits, self.table = bits, table
-        out = np.empty(len(pages), np.int64)
-        self.n = int(tk.assign_ids(pages, self.table, self.bits, self.n, out))
-        return out
 
 
 def _grown(a: np.ndarray, n: int, fill) -> np.ndarray:
