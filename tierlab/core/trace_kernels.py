@@ -159,11 +159,11 @@ def _slot(key, bits):
 
 @jit
 def assign_ids(pages, table, bits, n_ids, out_ids):
-    """Dense ids in order of first appearance, continuing from n_ids; returns the new n_ids.
+    """Dense ids in order of first appearance, continuing from n_ids; returns (n_ids, done).
 
-    table holds 2**bits (key, id) int64 pairs, id -1 = empty slot (open addressing, linear probing);
-    the caller keeps it at most half full (2 * (n_ids + len(pages)) <= 2**bits) and grows it with
-    `rehash_ids`. out_ids[i] = id of pages[i].
+    table holds 2**bits (key, id) int64 pairs, id -1 = empty slot (open addressing, linear probing).
+    out_ids[i] = id of pages[i] for i < done; it stops early (done < len(pages)) before a new id
+    would fill the table beyond half, for the caller to grow it (`rehash_ids`) and call again.
     """
     mask = (np.int64(1) << bits) - 1
     for i in range(len(pages)):
@@ -172,11 +172,13 @@ def assign_ids(pages, table, bits, n_ids, out_ids):
         while table[2 * s + 1] >= 0 and table[2 * s] != key:
             s = (s + 1) & mask
         if table[2 * s + 1] < 0:
+            if 2 * (n_ids + 1) > mask + 1:
+                return n_ids, i
             table[2 * s] = key
             table[2 * s + 1] = n_ids
             n_ids += 1
         out_ids[i] = table[2 * s + 1]
-    return n_ids
+    return n_ids, len(pages)
 
 
 @jit
@@ -201,16 +203,20 @@ class PageIds:
         self.n = 0
 
     def map(self, pages: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """ids of pages (into `out`, default a new int64 array), assigning new ids to new pages."""
+        """ids of pages (into `out`, default a new int64 array), assigning new ids to new pages.
+        The table doubles when half full, so it stays O(distinct pages)."""
         pages = np.ascontiguousarray(pages, np.int64)
-        while 2 * (self.n + len(pages)) > (1 << self.bits):
+        out = np.empty(len(pages), np.int64) if out is None else out
+        done = 0
+        while True:
+            n, k = assign_ids(pages[done:], self.table, self.bits, self.n, out[done:])
+            self.n, done = int(n), done + int(k)
+            if done == len(pages):
+                return out
             bits = self.bits + 1
             table = np.full(2 << bits, -1, np.int64)
             rehash_ids(self.table, table, bits)
             self.bits, self.table = bits, table
-        out = np.empty(len(pages), np.int64) if out is None else out
-        self.n = int(assign_ids(pages, self.table, self.bits, self.n, out))
-        return out
 
 
 # ---------------------------------------------------------------------------------------------

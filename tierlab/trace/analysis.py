@@ -67,7 +67,8 @@ def scan(trace, reuse: bool = False, nr_records: int = CHUNK_RECORDS) -> dict:
         records += len(page)
         accesses += int(count.sum(dtype=np.uint64))
         writes += int(count[op == 1].sum(dtype=np.uint64))
-        tasks = np.union1d(tasks, task)
+        if len(task) and (task[0] not in tasks or task.min() != task.max()):
+            tasks = np.union1d(tasks, task)
         dense = ids.map(page)
         if sd is not None:
             sd.add(dense, count, ids.n)
