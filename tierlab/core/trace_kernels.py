@@ -18,7 +18,7 @@ LINE_MESSAGE = 2     # valgrind's own messages ("==pid== ...", "--pid-- ...", "*
 LINE_INSTR_SKIPPED = 3
 N_LINE_STATS = 4
 
-# A trace record's op (tierlab.trace's `op` column), not the engine's op encoding (core/engine.py).
+# A trace record's op (tierlab.trace's `op` column), not the engine's OP_LOAD/OP_STORE/OP_READ/OP_WRITE.
 TRACE_READ = 0
 TRACE_WRITE = 1
 COUNT_MAX = 0xFFFFFFFF  # count is stored as uint32; longer runs are split

@@ -1,9 +1,9 @@
 """Trace statistics in one streaming pass: counts, distinct pages, LRU stack (reuse) distances.
 
 Everything here reads a trace source chunk by chunk (a path, a `Trace` or a `TraceFile`), so its
-memory is one chunk plus O(distinct pages): a dense-id hash table (`core.trace_kernels.PageIds`) and the stack-distance
-state (`StackDistances`: last position per page, a Fenwick tree over positions, compacted when
-positions run out, and the exact distance histogram). Pages form one namespace across tasks.
+memory is one chunk plus O(distinct pages): a dense-id hash table (`core.trace_kernels.PageIds`)
+and the stack-distance state (`StackDistances`: last position per page, a Fenwick tree over
+positions, compacted when positions run out, and the exact distance histogram). Pages form one namespace across tasks.
 """
 from __future__ import annotations
 

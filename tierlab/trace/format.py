@@ -31,6 +31,9 @@ ORACLE_GENERAL_DTYPE = np.dtype(
 )
 assert ORACLE_GENERAL_DTYPE.itemsize == 24
 
+# the record columns in file and chunk order, with their canonical dtypes
+COLUMNS = (("task", np.dtype(np.int32)), ("page", np.dtype(np.int64)), ("op", np.dtype(np.uint8)),
+           ("count", np.dtype(np.uint32)))
 INPUT_FORMATS = ("npz", "npy", "csv", "oraclegeneral", "lackey")
 OUTPUT_FORMATS = ("npz", "csv", "oraclegeneral")
 

@@ -23,13 +23,12 @@ import numpy as np
 from ..errors import ConfigError, TraceError
 from ..units import PAGE_SIZE
 from .format import (
-    CHUNK_RECORDS, COUNT_MAX, FORMAT_VERSION, INPUT_FORMATS, ORACLE_GENERAL_DTYPE, Trace,
+    CHUNK_RECORDS, COLUMNS, COUNT_MAX, FORMAT_VERSION, INPUT_FORMATS, ORACLE_GENERAL_DTYPE, Trace,
     check_chunk_records, first_true, validated,
 )
 from .lackey import LACKEY_BYTES_PER_LINE, iter_lackey, new_stats, open_lackey, stats_dict
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_COLUMNS = ("task", "page", "op", "count")
 _CSV_EXPECTED = "task,page,op[,count]"
 
 
@@ -95,9 +94,8 @@ class TraceFile:
     def load(self) -> Trace:
         """The whole trace in memory."""
         parts = list(self.iter_chunks())
-        dts = (np.int32, np.int64, np.uint8, np.uint32)
         cols = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dt)
-                for i, dt in enumerate(dts)]
+                for i, (_, dt) in enumerate(COLUMNS)]
         meta = dict(self.meta)
         if self._lackey_stats is not None:
             meta["lackey"] = stats_dict(self._lackey_stats)
@@ -117,7 +115,7 @@ class TraceFile:
                 raise TraceError(f"{self.path}: expected arrays task, page, op, count in the .npz; "
                                  f"missing {sorted(missing)}")
             self._members = {}
-            for c in _COLUMNS:
+            for c, _ in COLUMNS:
                 if c in names:
                     with zf.open(c + ".npy") as f:
                         self._members[c] = _npy_header(f, f"{self.path}: array {c!r}")

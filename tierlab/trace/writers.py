@@ -24,12 +24,12 @@ from ..atomic import atomic_path
 from ..core import trace_kernels as tk
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
-from .format import FORMAT_VERSION, ORACLE_GENERAL_DTYPE, OUTPUT_FORMATS, Trace, make_trace, validated
+from .format import (
+    COLUMNS, FORMAT_VERSION, ORACLE_GENERAL_DTYPE, OUTPUT_FORMATS, Trace, make_trace, validated,
+)
 from .readers import TraceFile, detect_format, load_trace
 
 COMPRESS_LEVEL = 1
-_COLUMNS = (("task", np.dtype(np.int32)), ("page", np.dtype(np.int64)), ("op", np.dtype(np.uint8)),
-            ("count", np.dtype(np.uint32)))
 _SPOOL_BYTES = 1 << 24
 
 
@@ -51,7 +51,7 @@ def _write_npz(tmp: str, n: int, columns: dict[str, Iterable[np.ndarray]], scala
     mode = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
     with zipfile.ZipFile(tmp, "w", compression=mode, compresslevel=COMPRESS_LEVEL if compress else None,
                          allowZip64=True) as zf:
-        for name, dtype in _COLUMNS:
+        for name, dtype in COLUMNS:
             with zf.open(name + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array_header_2_0(
                     f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)})
@@ -93,19 +93,19 @@ def save_trace_chunks(path, chunks: Iterable[tuple], meta: dict | None = None,
     with atomic_path(path) as tmp:
         with tempfile.TemporaryDirectory(prefix="." + os.path.basename(path) + ".spool.",
                                          dir=os.path.dirname(tmp)) as spool:
-            files = {name: os.path.join(spool, name) for name, _ in _COLUMNS}
+            files = {name: os.path.join(spool, name) for name, _ in COLUMNS}
             n = 0
             handles = {name: open(p, "wb") for name, p in files.items()}
             try:
                 for chunk in chunks:
                     cols = validated(*chunk, where=f"save_trace({path!r})", offset=n)
-                    for (name, _), a in zip(_COLUMNS, cols):
+                    for (name, _), a in zip(COLUMNS, cols):
                         a.tofile(handles[name])
                     n += len(cols[1])
             finally:
                 for h in handles.values():
                     h.close()
-            _write_npz(tmp, n, {name: _spooled(files[name], dt) for name, dt in _COLUMNS},
+            _write_npz(tmp, n, {name: _spooled(files[name], dt) for name, dt in COLUMNS},
                        _scalars(meta), compress)
     return n
 
