@@ -23,10 +23,8 @@ import time
 import numpy as np
 
 from tierlab.core import reference
+from tierlab.trace import ORACLE_GENERAL_DTYPE
 
-# libCacheSim oracleGeneral binary record (24 bytes, little endian, packed).
-_ORACLE_GENERAL = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
-                            ("next_access_vtime", "<i8")])
 
 
 def zipf_trace(n_requests: int, n_pages: int, alpha: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -40,7 +38,7 @@ def zipf_trace(n_requests: int, n_pages: int, alpha: float = 1.0, seed: int = 0)
 
 def write_oracle_general(pages: np.ndarray, path: str) -> None:
     """Write pages as a libCacheSim oracleGeneral trace of size-1 objects."""
-    rec = np.zeros(pages.shape[0], dtype=_ORACLE_GENERAL)
+    rec = np.zeros(pages.shape[0], dtype=ORACLE_GENERAL_DTYPE)
     rec["clock_time"] = np.arange(pages.shape[0]) // 1000
     rec["obj_id"] = pages.astype(np.int64, copy=False).view(np.uint64)
     rec["obj_size"] = 1  # cache size in bytes == capacity in objects

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tierlab.core import reference as ref
 from tierlab.errors import ConfigError
+from tierlab.trace import ORACLE_GENERAL_DTYPE
 
 BELADY = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5]
 
@@ -160,13 +161,10 @@ def test_rejects_non_integer_pages():
 # (b) Exact parity with libCacheSim on generated traces
 # ----------------------------------------------------------------------------------------------
 
-# libCacheSim oracleGeneral binary record: uint32 time, uint64 obj_id, uint32 size, int64 next vtime.
-_ORACLE_GENERAL = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
-                            ("next_access_vtime", "<i8")])
 
 
 def _write_oracle_general(pages, path):
-    rec = np.zeros(len(pages), dtype=_ORACLE_GENERAL)
+    rec = np.zeros(len(pages), dtype=ORACLE_GENERAL_DTYPE)
     rec["clock_time"] = np.arange(len(pages))
     rec["obj_id"] = np.asarray(pages, dtype=np.int64).view(np.uint64)
     rec["obj_size"] = 1  # cache size in bytes == capacity in objects

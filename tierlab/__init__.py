@@ -10,11 +10,12 @@ from .api import Result, Simulation, build, run_config, simulate
 from .errors import CapacityError, ConfigError, TierlabError, TraceError
 from .kernel import KNOBS, Kernel
 from .machine import Machine
+from .trace import cachesim, lru_mrc
 from .workloads import WORKLOADS, make_workload
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CapacityError", "ConfigError", "KNOBS", "Kernel", "Machine", "Result", "Simulation", "TierlabError",
-    "TraceError", "WORKLOADS", "build", "make_workload", "run_config", "simulate",
+    "TraceError", "WORKLOADS", "build", "cachesim", "lru_mrc", "make_workload", "run_config", "simulate",
 ]

@@ -109,6 +109,7 @@ def compare_with_libcachesim_local(n_requests: int = 10_000_000, n_pages: int = 
     import libcachesim as lcs
 
     from .core import reference
+    from .trace import ORACLE_GENERAL_DTYPE
 
     rng = np.random.default_rng(seed)
     cdf = np.cumsum(1.0 / np.arange(1, n_pages + 1, dtype=np.float64) ** alpha)
@@ -122,8 +123,7 @@ def compare_with_libcachesim_local(n_requests: int = 10_000_000, n_pages: int = 
     counts = reference.simulate(pages, capacity, "lru")
     tierlab_wall = time.perf_counter() - t0
 
-    rec = np.zeros(n_requests, dtype=[("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
-                                      ("next_access_vtime", "<i8")])
+    rec = np.zeros(n_requests, dtype=ORACLE_GENERAL_DTYPE)
     rec["clock_time"] = np.arange(n_requests) // 1000
     rec["obj_id"] = pages.view(np.uint64)
     rec["obj_size"] = 1

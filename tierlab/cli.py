@@ -3,6 +3,7 @@
     tierlab run --machine qemu-2node --workload random-read --param file_size=2GiB --set demotion_enabled=1
     tierlab list machines|workloads|knobs|costs|reproductions
     tierlab trace record|info|convert ...
+    tierlab cachesim TRACE --policy lru,fifo,clock --size 1000,10%
     tierlab bench [--quick]
 
 Bad input (an unknown machine, workload, param or knob, a value out of range, a size that does not
@@ -27,6 +28,7 @@ from .errors import ConfigError, TierlabError
 # Sub-commands registered from other modules (see the module docstring).
 COMMANDS: dict[str, str] = {
     "trace": "tierlab.trace:add_trace_commands",
+    "cachesim": "tierlab.trace:add_cachesim_command",
     "sweep": "tierlab.sweep:add_sweep_commands",
     "reproduce": "tierlab.reproduce:add_reproduce_commands",
 }

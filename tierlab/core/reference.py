@@ -23,11 +23,11 @@ object has size 1 and the libCacheSim cache size equals ``capacity``:
     hand puts the new page at the newest end, so the order matches libCacheSim's list exactly.
 
 Pages are arbitrary int64 ids.  ``remap_page_ids`` turns them into dense ids in order of first
-appearance (a direct lookup array when they are already small and non-negative, else a growing
-open-addressing hash), so every request costs O(1).  Capacity is in pages and every page has the
-same size; object sizes, TTLs, deletes and admission control are not modelled.  Parity with the
-libcachesim 0.3.5 Python bindings (all three policies, and CLOCK with other n_bit_counter and
-init_freq values) is checked in tests/test_reference_policies.py.
+appearance (a direct lookup array when they are already small and non-negative, else the growing
+open-addressing hash of ``trace_kernels.PageIds``), so every request costs O(1).  Capacity is in
+pages and every page has the same size; object sizes, TTLs, deletes and admission control are
+not modelled.  Parity with the libcachesim 0.3.5 Python bindings (all three policies, and CLOCK
+with other n_bit_counter and init_freq values) is checked in tests/test_reference_policies.py.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from tierlab.core.trace_kernels import PageIds
 from tierlab.errors import ConfigError
 
 POLICY_LRU = 0
@@ -49,7 +50,7 @@ POLICY_CODES = {"lru": POLICY_LRU, "fifo": POLICY_FIFO, "clock": POLICY_CLOCK}
 # cheaper than hashing every request and costs memory linear in the trace length.
 _DIRECT_ID_SLACK = 1 << 16
 
-_GOLDEN64 = np.uint64(0x9E3779B97F4A7C15)
+_HASH_BLOCK = 1 << 16  # pages per PageIds.map call in hash_page_ids
 
 
 class ReferenceCounts(NamedTuple):
@@ -208,12 +209,6 @@ def reference_kernel(policy, ids, n_ids, capacity, n_bit_counter, init_freq):
 
 
 @numba.njit(cache=True)
-def _hash_slot(key, shift):
-    # Fibonacci hashing: the top bits of key * 2**64/phi spread sequential and strided ids well.
-    return np.int64((np.uint64(key) * _GOLDEN64) >> np.uint64(shift))
-
-
-@numba.njit(cache=True)
 def relabel_page_ids(pages, n_slots):
     """Dense ids in order of first appearance for pages already in [0, n_slots); returns
     (ids, n_ids).
@@ -235,46 +230,17 @@ def relabel_page_ids(pages, n_slots):
     return ids, n_ids
 
 
-@numba.njit(cache=True)
 def hash_page_ids(pages):
     """Dense ids in order of first appearance for arbitrary int64 pages; returns (ids, n_ids).
 
-    Open addressing with linear probing; the table doubles at half load, so the cost per request
-    stays O(1) amortised and memory stays linear in the number of distinct pages.  Key and value
-    share one interleaved array so a probe touches one cache line.
+    The open-addressing table of `trace_kernels.PageIds` (the one dense-id map in tierlab), fed in
+    blocks so it grows with the distinct pages, not with the trace.
     """
-    bits = 10
-    size = 1 << bits
-    table = np.full(2 * size, -1, dtype=np.int64)  # [key, id] pairs; id -1 marks an empty slot
     ids = np.empty(pages.shape[0], dtype=np.int32)
-    n_ids = 0
-    for i in range(pages.shape[0]):
-        key = pages[i]
-        mask = size - 1
-        s = _hash_slot(key, 64 - bits)
-        while table[2 * s + 1] >= 0 and table[2 * s] != key:
-            s = (s + 1) & mask
-        if table[2 * s + 1] >= 0:
-            ids[i] = table[2 * s + 1]
-            continue
-        table[2 * s] = key
-        table[2 * s + 1] = n_ids
-        ids[i] = n_ids
-        n_ids += 1
-        if 2 * n_ids > size:
-            old = table
-            bits += 1
-            size = 1 << bits
-            mask = size - 1
-            table = np.full(2 * size, -1, dtype=np.int64)
-            for j in range(old.shape[0] // 2):
-                if old[2 * j + 1] >= 0:
-                    s = _hash_slot(old[2 * j], 64 - bits)
-                    while table[2 * s + 1] >= 0:
-                        s = (s + 1) & mask
-                    table[2 * s] = old[2 * j]
-                    table[2 * s + 1] = old[2 * j + 1]
-    return ids, n_ids
+    table = PageIds(bits=10)
+    for lo in range(0, pages.shape[0], _HASH_BLOCK):
+        table.map(pages[lo:lo + _HASH_BLOCK], out=ids[lo:lo + _HASH_BLOCK])
+    return ids, table.n
 
 
 # ----------------------------------------------------------------------------------------------

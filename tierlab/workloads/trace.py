@@ -7,6 +7,10 @@ touches, not with the span of its addresses. Reads become loads and writes store
 page tables; a record with count c is c consecutive accesses. Task ids are kept (0..T-1).
 With `kind=file` the pages are instead a file read with read() (one page per call), e.g. for a
 libCacheSim block trace.
+
+The file is streamed: `validate` reads it once (checking every record, counting accesses, tasks and
+distinct pages, and numbering pages), `chunks` reads it again chunk by chunk; memory is one chunk
+plus O(distinct pages), never the whole trace.
 """
 from __future__ import annotations
 
@@ -37,53 +41,47 @@ class TraceWorkload(Workload):
     }
 
     def validate(self):
-        self.trace  # load now: a malformed file fails before any simulation
+        self._scan  # read the file now: a malformed record fails before any simulation
 
     @cached_property
-    def trace(self):
-        from ..trace import load_trace
-        return load_trace(self.path, fmt=None if self.format == "auto" else self.format)
-
-    @cached_property
-    def _dense(self) -> tuple[np.ndarray, int]:
-        pages = self.trace.page
-        uniq, first, inv = np.unique(pages, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")          # first appearance -> dense id
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.shape[0])
-        return rank[inv].astype(np.int64), int(uniq.shape[0])
+    def _scan(self) -> dict:
+        from ..trace import TraceFile
+        from ..trace.analysis import scan
+        return scan(TraceFile(self.path, None if self.format == "auto" else self.format),
+                    nr_records=_RECORDS_PER_CHUNK)
 
     @property
     def nr_tasks(self) -> int:
-        return int(self.trace.task.max()) + 1 if len(self.trace) else 1
+        tasks = self._scan["tasks"]
+        return int(tasks.max()) + 1 if len(tasks) else 1
 
     def regions(self) -> list[Region]:
         pol, nodes = self.policy
-        return [Region("trace", self.kind, max(1, self._dense[1]), pol, nodes)]
+        return [Region("trace", self.kind, max(1, self._scan["ids"].n), pol, nodes)]
 
     def nr_accesses(self) -> int:
-        return int(self.trace.count.astype("int64").sum())
+        return self._scan["accesses"]
 
     def nr_marks(self) -> int:
         return 1
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
-        tr = self.trace
-        dense, _ = self._dense
+        src, ids = self._scan["source"], self._scan["ids"]  # every page already has its id
         T = self.nr_tasks
         if self.kind == "anon":
             op_of = np.array([OP_LOAD, OP_STORE], dtype=np.uint8)
         else:
             op_of = np.array([OP_READ | OP_SYSCALL_END, OP_WRITE | OP_SYSCALL_END], dtype=np.uint8)
-        step = max(1, CHUNK_ACCESSES // 4)
-        for lo in range(0, len(tr), step):
-            hi = min(len(tr), lo + step)
-            cnt = tr.count[lo:hi].astype(np.int64)
-            task = np.repeat(tr.task[lo:hi].astype(np.int64), cnt)
-            pages = np.repeat(dense[lo:hi], cnt)
-            ops = np.repeat(op_of[tr.op[lo:hi]], cnt)
+        for task, page, op, count in src.iter_chunks(_RECORDS_PER_CHUNK):
+            cnt = count.astype(np.int64)
+            task = np.repeat(task.astype(np.int64), cnt)
+            pages = np.repeat(ids.map(page), cnt)
+            ops = np.repeat(op_of[op], cnt)
             order = np.argsort(task, kind="stable")       # CSR by task, keeping each task's order
             counts = np.bincount(task, minlength=T)
             offsets = np.zeros(T + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])
             yield Chunk(offsets, pages[order], ops[order])
+
+
+_RECORDS_PER_CHUNK = max(1, CHUNK_ACCESSES // 4)
