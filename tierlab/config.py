@@ -22,7 +22,6 @@ params only, not that machine's capacities (a preset name or TOML path is scaled
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 
 from .errors import CapacityError, ConfigError
