@@ -56,6 +56,14 @@ def test_list_knobs(capsys):
     assert "computed" in row
 
 
+def test_list_knobs_fits_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["list", "knobs"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "/proc/sys/vm/watermark_scale_factor" in out and "computed" in out
+
+
 def test_list_machines_workloads_costs(capsys):
     assert main(["list", "machines"]) == 0
     out = capsys.readouterr().out
@@ -79,11 +87,20 @@ def test_list_machines_workloads_costs(capsys):
     (["--param", "file_size"], ["--param", "key=value"]),
     (["--set", "numa_balancing"], ["--set", "numa_balancing"]),
     (["--scale", "0"], ["scale"]),
+    (["--seed", "-1"], ["seed", "-1", "0 .."]),
+    (["--scale", "nan"], ["scale", "nan", "finite number > 0"]),
+    (["--scale", "inf"], ["scale", "inf", "finite number > 0"]),
+    (["--param", "accesses=1.5"], ["accesses", "1.5", "integer"]),
+    (["--param", "accesses=1e20"], ["accesses", "1e20", "integer in 1 .."]),
+    (["--param", "accesses=1e13"], ["accesses", "1e13", "at most 1e+12"]),
+    (["--cost", "fault_ns=-100"], ["fault_ns", "-100", "0 .."]),
+    (["--sample-ms", "0"], ["sample_interval_ms", "0.001"]),
 ])
-def test_bad_input_names_the_key(capsys, no_simulation, extra, names):
-    line = error_line(capsys, SMALL + extra)
+def test_bad_input_names_the_key(capsys, no_simulation, tmp_path, extra, names):
+    line = error_line(capsys, SMALL + extra + ["--out", str(tmp_path / "r.parquet")])
     for n in names:
         assert n in line
+    assert os.listdir(tmp_path) == []      # nothing left behind
 
 
 def test_unknown_machine_and_workload(capsys, no_simulation):
@@ -115,7 +132,20 @@ def test_run_json_has_kernel_counters(capsys):
     assert d["counters"]["pgpgin"] > 0 and d["counters"]["pgalloc"] > 0
     assert d["sim_time_s"] > 0 and len(d["task_times_s"]) == 1
     assert set(d["nr_free_pages"]) == {"0", "1"}
-    assert d["config"]["machine"] == "qemu-2node" and d["config"]["knobs"] == {"demotion_enabled": "1"}
+    assert d["config"]["machine"]["name"] == "qemu-2node" and d["config"]["knobs"] == {"demotion_enabled": 1.0}
+
+
+def test_run_says_when_it_compiles_and_how_long_it_takes(capsys, monkeypatch):
+    from tierlab import jitcache
+    monkeypatch.setattr(jitcache, "engine_cached", lambda: False)
+    assert main(SMALL) == 0
+    assert "compiling the simulation engine" in capsys.readouterr().err
+    monkeypatch.setattr(jitcache, "engine_cached", lambda: True)
+    big = [a if a != "accesses=20000" else "accesses=1e9" for a in SMALL]
+    monkeypatch.setattr("tierlab.api.Simulation.run", lambda self, **k: self)
+    assert main(big) == 0
+    err = capsys.readouterr().err
+    assert "1e+09 simulated accesses" in err and "compiling" not in err
 
 
 def test_same_command_twice_gives_identical_counters(capsys):

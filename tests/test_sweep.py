@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from tierlab import sweep as S
+from tierlab.sweep import executors as E
 from tierlab.cli import main as cli_main
 from tierlab.core.vmstat import VMSTAT_NAMES
 from tierlab.errors import ConfigError
@@ -71,7 +72,7 @@ def no_simulation(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a simulation ran before the spec was validated")
     monkeypatch.setattr(api.Simulation, "run", boom)
-    monkeypatch.setattr(S, "execute_run", boom)
+    monkeypatch.setattr(E, "execute_run", boom)
 
 
 def frame_without_wall(df: pd.DataFrame) -> pd.DataFrame:
@@ -160,6 +161,20 @@ BAD = [
      ["bad.toml:5:", "appears twice"]),
     ('[base]\nmachine = "qemu-2node"\n', ["bad.toml", "needs 'workload'"]),
     ('[base\nmachine = 1\n', ["bad.toml", "not valid TOML", "line 1"]),
+    ('[base]\nmachine = "qemu-2node"\nworkload = "random-read"\nseed = -1\n',
+     ["bad.toml:4:", "seed", "-1", "0 .."]),
+    ('[base]\nmachine = "qemu-2node"\nworkload = "random-read"\n[repeat]\nseeds = [1, -1]\n',
+     ["bad.toml:5:", "seed", "-1", "0 .."]),
+    ('[base]\nmachine = "qemu-2node"\nworkload = "random-read"\nscale = nan\n',
+     ["bad.toml:4:", "scale", "finite number > 0"]),
+    ('[base]\nmachine = "qemu-2node"\nworkload = "random-read"\nscale = inf\n',
+     ["bad.toml:4:", "scale", "finite number > 0"]),
+    ('[base]\nmachine = "qemu-2node"\nworkload = "random-read"\n[grid]\n"params.accesses" = [10, 1.5]\n',
+     ["bad.toml:5:", "'params.accesses' = 1.5", "integer"]),
+    ('[base]\nmachine = "qemu-2node"\nworkload = "random-read"\n[grid]\n"costs.fault_ns" = [100, -100]\n',
+     ["bad.toml:5:", "'costs.fault_ns' = -100", "0 .."]),
+    ('[base]\nmachine = "qemu-2node"\nworkload = "random-read"\n[base.params]\naccesses = 1e13\n',
+     ["bad.toml:5:", "accesses", "at most 1e+12"]),
 ]
 
 
@@ -259,11 +274,11 @@ def test_failed_run_is_reported_and_not_stored(tmp_path, monkeypatch):
         if config["seed"] == 2 and config["params"].get("dist") == "zipf":
             raise RuntimeError("boom")
         return real(config)
-    monkeypatch.setattr(S, "execute_run", flaky)
+    monkeypatch.setattr(E, "execute_run", flaky)
     df, stats = S.sweep(spec, tmp_path / "o", executor="serial", progress=False)
     assert stats.ran == 6 and len(stats.failed) == 2 and "boom" in stats.failed[0][1]
     assert len(df) == 6 and len(os.listdir(tmp_path / "o" / "runs")) == 6
-    monkeypatch.setattr(S, "execute_run", real)
+    monkeypatch.setattr(E, "execute_run", real)
     df, stats = S.sweep(spec, tmp_path / "o", executor="serial", progress=False)
     assert stats.ran == 2 and not stats.failed and len(df) == 8
 

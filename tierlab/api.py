@@ -20,12 +20,13 @@ import pandas as pd
 
 from .core import state as st
 from .core.costs import COSTS
-from .core.engine import node_gauges, run, sample_columns
+from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.mmzone import setup_watermarks
 from .core.numa_balancing import reset_promotion_state
 from .core.params import KNOB_NAMES, NR_PARAMS, P
 from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
-from .errors import CapacityError, ConfigError
+from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
+from .errors import ConfigError
 from .kernel import KNOBS, Kernel
 from .machine import Machine
 from .workloads.base import Workload
@@ -77,41 +78,27 @@ def available_memory_bytes() -> int:
 
 
 def state_bytes(nr_pages: int) -> int:
-    """Bytes the state will take: 16 per page plus the per-chunk access arrays (~9 B x chunk)."""
+    """Bytes the state will take: 16 per page (`page_state_bytes`) plus two chunks of access
+    arrays (8 B page + 1 B op per access)."""
     from .workloads.base import CHUNK_ACCESSES
-    return st.page_state_bytes(nr_pages) + 8 * nr_pages + CHUNK_ACCESSES * 9 * 2
+    return st.page_state_bytes(nr_pages) + CHUNK_ACCESSES * 9 * 2
 
 
 class Simulation:
     def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
                  sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0):
+        from .config import check_parts
+        checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs)
         self.machine = machine
-        self.kernel = kernel or Kernel()
+        self.kernel = checked.kernel
         self.workload = workload
-        self.seed = int(seed)
-        self.costs = {k: v[0] for k, v in COSTS.items()}
-        for k, v in (costs or {}).items():
-            if k not in COSTS:
-                raise ConfigError(f"unknown cost {k!r}; accepted: {', '.join(COSTS)}")
-            self.costs[k] = float(v)
-        if sample_interval_ms <= 0:
-            raise ConfigError("sample_interval_ms: must be > 0")
-        self.sample_interval_ms = sample_interval_ms
+        self.seed = checked.config.seed
+        self.costs = {k: v[0] for k, v in COSTS.items()} | checked.config.costs
+        self.sample_interval_ms = checked.config.sample_interval_ms
         self.quantum_us = quantum_us
-        self._regions = workload.regions()
-        self.nr_pages = sum(r.pages for r in self._regions)
-        for r in self._regions:
-            for n in r.nodes:
-                if not 0 <= n < machine.nr_nodes:
-                    raise ConfigError(f"region {r.name}: node {n} does not exist; machine {machine.name} has "
-                                      f"nodes 0..{machine.nr_nodes - 1}")
-        need = state_bytes(self.nr_pages)
-        avail = available_memory_bytes()
-        if need > 0.8 * avail:
-            raise CapacityError(f"the simulation state needs ~{need / 2**30:.1f} GiB for {self.nr_pages} pages "
-                                f"but only {avail / 2**30:.1f} GiB is available; use --scale to shrink the run")
-        if self.nr_pages >= 2**31 - 4096:
-            raise CapacityError(f"{self.nr_pages} pages exceed the 2^31 page ids of int32 list links")
+        self._regions = checked.regions
+        self.nr_pages = checked.nr_pages
+        self.nr_accesses = checked.accesses       # the workload's accesses (None: not known up front)
         self.state = self._build_state()
         self.p = self._build_params()
         self._ts_rows: list[np.ndarray] = []
@@ -230,6 +217,20 @@ class Simulation:
             self._ts_rows.append(self.state.samples[:n].copy())
             self.state.sys[0]["nr_samples"] = 0
 
+    def _timeseries_rows(self) -> list[np.ndarray]:
+        """The samples taken so far plus a final row of the state as it stands (engine.take_sample
+        at the latest simulated time), unless the last sample already is that row; the state's
+        sample buffer is left empty, so later runs continue as before."""
+        self._drain_samples()
+        s = self.state
+        take_sample(s, max(int(s.sys[0]["now"]), int(s.task["end"].max())))
+        final = s.samples[:1].copy()
+        s.sys[0]["nr_samples"] = 0
+        last = self._ts_rows[-1][-1:] if self._ts_rows and len(self._ts_rows[-1]) else None
+        if last is not None and last[0, 0] >= final[0, 0] and np.array_equal(last[0, 1:], final[0, 1:]):
+            return list(self._ts_rows)
+        return self._ts_rows + [final]
+
     # ---- results ---------------------------------------------------------------------------
     def result(self) -> Result:
         s, m = self.state, self.machine
@@ -248,7 +249,7 @@ class Simulation:
             nodes[f"wmark_{w}"] = s.pgdat["wmark"][:, i]
         nodes.index.name = "node"
         cols = ["time_s"] + names + [f"node{i}_{g}" for i in range(N) for g in NODE_GAUGE_NAMES]
-        rows = np.concatenate(self._ts_rows) if self._ts_rows else np.zeros((0, len(cols)), np.int64)
+        rows = np.concatenate(self._timeseries_rows())
         ts = pd.DataFrame(rows, columns=cols)
         ts["time_s"] = ts["time_s"] / 1e9
         task_times = pd.Series(s.task["end"] / 1e9, name="time_s")
@@ -260,9 +261,12 @@ class Simulation:
                       config=self.config())
 
     def config(self) -> dict:
-        return {"machine": self.machine.name, "workload": self.workload.name,
-                "params": {k: str(v) for k, v in self.workload.raw.items()}, "knobs": self.kernel.to_dict(),
-                "scale": self.workload.scale, "seed": self.seed}
+        """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`
+        rebuilds it. Knobs are the current ones (after set_knobs)."""
+        from .config import RunConfig
+        overrides = {k: v for k, v in self.costs.items() if v != COSTS[k][0]}
+        return RunConfig.from_parts(self.machine, self.kernel, self.workload, self.seed,
+                                    self.sample_interval_ms, overrides).to_dict()
 
 
 def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0, **kw) -> Result:
@@ -270,42 +274,18 @@ def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: 
     return Simulation(machine, kernel, workload, seed=seed, **kw).run().result()
 
 
-CONFIG_KEYS = {"machine", "workload", "params", "knobs", "scale", "seed", "sample_interval_ms", "costs"}
+def build(config) -> Simulation:
+    """A Simulation from a config dict (or a RunConfig): {"machine": preset name, TOML path or a
+    machine dict as run, "workload": name, "params": {...}, "knobs": {...}, "scale": F, "seed": N,
+    "sample_interval_ms": X, "costs": {...}} (tierlab.config). Every key and value is validated
+    before anything runs (`tierlab.config.validate`); errors name the key. `build(result.config)`
+    repeats a run bit-identically."""
+    from .config import check
+    c = check(config)
+    return Simulation(c.machine, c.kernel, c.workload, seed=c.config.seed,
+                      sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs)
 
 
-def build(config: dict) -> Simulation:
-    """A Simulation from a plain config dict (what the CLI, sweeps and reproductions pass around):
-    {"machine": name or path, "workload": name, "params": {...}, "knobs": {...}, "scale": F,
-     "seed": N, "sample_interval_ms": X, "costs": {...}}. Every key and value is validated before
-    anything runs; errors name the key."""
-    from .workloads import make_workload
-    unknown = set(config) - CONFIG_KEYS
-    if unknown:
-        raise ConfigError(f"unknown config key {sorted(unknown)[0]!r}; accepted: {', '.join(sorted(CONFIG_KEYS))}")
-    for k in ("machine", "workload"):
-        if k not in config:
-            raise ConfigError(f"config: missing {k!r}")
-    try:
-        scale = float(config.get("scale", 1.0))
-    except (TypeError, ValueError):
-        raise ConfigError(f"scale: expected a number > 0, got {config.get('scale')!r}") from None
-    if scale <= 0:
-        raise ConfigError(f"scale: expected a number > 0, got {scale}")
-    try:
-        seed = int(config.get("seed", 0))
-    except (TypeError, ValueError):
-        raise ConfigError(f"seed: expected an integer, got {config.get('seed')!r}") from None
-    machine = Machine.load(str(config["machine"])).scaled(scale)
-    kernel = Kernel(**dict(config.get("knobs") or {}))
-    workload = make_workload(str(config["workload"]), dict(config.get("params") or {}), scale=scale)
-    return Simulation(machine, kernel, workload, seed=seed,
-                      sample_interval_ms=float(config.get("sample_interval_ms", 100.0)),
-                      costs=dict(config.get("costs") or {}))
-
-
-def run_config(config: dict, progress=None) -> Result:
-    """build(config), run it, and return the Result (config echoed in Result.config)."""
-    sim = build(config)
-    res = sim.run(progress=progress).result()
-    res.config = {k: v for k, v in config.items()}
-    return res
+def run_config(config, progress=None) -> Result:
+    """build(config), run it, and return the Result (its full RunConfig in Result.config)."""
+    return build(config).run(progress=progress).result()

@@ -70,39 +70,33 @@ def run_config_from_args(args: argparse.Namespace) -> dict:
     return config
 
 
-def _total_accesses(workload) -> int | None:
-    fn = getattr(workload, "nr_accesses", None)
-    if callable(fn):
-        try:
-            return int(fn())
-        except Exception:
-            return None
-    return None
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from . import api
+    from .config import estimate_note
+    from .jitcache import say_if_compiling
     from .output import check_output_path, result_dict, write_parquet
 
     config = run_config_from_args(args)
     if args.out is not None:
         check_output_path(args.out)
     sim = api.build(config)  # validates every key and value before any work
+    note = estimate_note(sim.nr_accesses)
+    if note:
+        print(note, file=sys.stderr)
+    say_if_compiling()
 
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     bar = None
     if show:
         from tqdm import tqdm
-        bar = tqdm(total=_total_accesses(sim.workload), unit="acc", unit_scale=True,
-                   file=sys.stderr, desc=f"{config['workload']} on {config['machine']}",
-                   dynamic_ncols=True, leave=False)
+        bar = tqdm(total=sim.nr_accesses, unit="acc", unit_scale=True, file=sys.stderr,
+                   desc=f"{config['workload']} on {config['machine']}", dynamic_ncols=True, leave=False)
     try:
         sim.run(progress=bar.update if bar is not None else None)
     finally:
         if bar is not None:
             bar.close()
     res = sim.result()
-    res.config = dict(config)
 
     if args.out is not None:
         write_parquet(res, args.out)
@@ -124,7 +118,9 @@ def format_result_table(res, sim=None) -> str:
     lines = []
     params = ", ".join(f"{k}={v}" for k, v in (cfg.get("params") or {}).items())
     knobs = ", ".join(f"{k}={v}" for k, v in (cfg.get("knobs") or {}).items())
-    lines.append(f"machine   {cfg.get('machine')}" + (f" (scale 1/{cfg['scale']:g})" if cfg.get("scale", 1) != 1 else ""))
+    machine = cfg.get("machine")
+    machine = machine.get("name") if isinstance(machine, dict) else machine
+    lines.append(f"machine   {machine}" + (f" (scale 1/{cfg['scale']:g})" if cfg.get("scale", 1) != 1 else ""))
     lines.append(f"workload  {cfg.get('workload')}" + (f" ({params})" if params else ""))
     lines.append(f"knobs     {knobs or 'kernel defaults'}")
     lines.append(f"seed      {cfg.get('seed', 0)}")
@@ -181,6 +177,27 @@ def _wrapped_table(heads: list[str], rows: list[list[str]]) -> str:
     return "\n".join(s.rstrip() for s in out)
 
 
+def _knobs_table(data: list[dict]) -> str:
+    """The knobs as one table when it fits the terminal; else one block per knob (NAME DEFAULT UNIT
+    ACCEPTED, then the sysfs/sysctl path and what it models, indented and wrapped)."""
+    width = shutil.get_terminal_size((120, 24)).columns
+    wide = _wrapped_table(["NAME", "DEFAULT", "UNIT", "ACCEPTED", "WHERE", "MODELS"],
+                          [[d["name"], d["default"], d["unit"] or "-", d["accepted"], d["where"], d["models"]]
+                           for d in data])
+    if max(map(len, wide.splitlines())) <= width:
+        return wide
+    head = _table(["NAME", "DEFAULT", "UNIT", "ACCEPTED"],
+                  [[d["name"], d["default"], d["unit"] or "-", d["accepted"]] for d in data])
+    out = [head[0] + "\n    WHERE; MODELS"]
+    for line, d in zip(head[1:], data):
+        out.append(line)
+        out += textwrap.wrap(d["where"], width=max(20, width - 4), initial_indent="    ",
+                             subsequent_indent="    ", break_on_hyphens=False)
+        out += textwrap.wrap(d["models"], width=max(20, width - 4), initial_indent="    ",
+                             subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------------------------------------
 # list
 
@@ -212,7 +229,7 @@ def list_data(what: str) -> list[dict]:
                         "unit": k.unit, "accepted": accepted, "where": k.where, "models": k.models})
         return out
     if what == "costs":
-        from .core.cost import COSTS
+        from .core.costs import COSTS
         return [{"name": n, "default": v[0], "unit": v[1], "source": v[2]} for n, v in COSTS.items()]
     if what == "reproductions":
         try:
@@ -245,9 +262,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print()
         print("set with --param NAME=VALUE; sizes accept B, KiB/MiB/GiB/TiB, KB/MB/GB/TB, pages")
     elif args.what == "knobs":
-        print(_wrapped_table(["NAME", "DEFAULT", "UNIT", "ACCEPTED", "WHERE", "MODELS"],
-                             [[d["name"], d["default"], d["unit"] or "-", d["accepted"], d["where"],
-                               d["models"]] for d in data]))
+        print(_knobs_table(data))
         print("\nset with --set NAME=VALUE; 'computed' defaults depend on the machine's memory")
     elif args.what == "reproductions":
         print(_wrapped_table(["NAME", "DEFAULT SCALE", "DESCRIPTION"],

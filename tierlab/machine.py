@@ -9,12 +9,13 @@ that has nodes, at the smallest SLIT distance (establish_demotion_targets()).
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
-from .units import PAGE_SIZE, parse_size
+from .units import PAGE_SIZE, parse_int, parse_number, parse_scale, parse_size
 
 PRESET_DIR = Path(__file__).parent / "machines"
 MEMTIER_CHUNK_BITS = 7
@@ -89,11 +90,13 @@ class Machine:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "machine") -> "Machine":
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a table (name, nodes, distance, ...), got {data!r}")
         unknown = set(data) - _MACHINE_KEYS
         if unknown:
             raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; accepted: {', '.join(sorted(_MACHINE_KEYS))}")
         raw_nodes = data.get("nodes")
-        if not raw_nodes:
+        if not raw_nodes or not isinstance(raw_nodes, list) or not all(isinstance(r, dict) for r in raw_nodes):
             raise ConfigError(f"{where}: needs at least one [[nodes]] table")
         nodes = []
         for i, rn in enumerate(raw_nodes):
@@ -106,18 +109,13 @@ class Machine:
             node = Node(
                 name=str(rn["name"]),
                 capacity_bytes=parse_size(rn["capacity"], f"{where}: nodes[{i}].capacity"),
-                cpus=int(rn["cpus"]),
-                adistance=int(rn["adistance"]),
-                seq_4k_ns=float(rn["seq_4k_ns"]),
-                rand_line_ns=float(rn["rand_line_ns"]),
-                write_line_ns=float(rn["write_line_ns"]),
-                bandwidth_GBps=float(rn["bandwidth_GBps"]),
+                cpus=_number(rn, "cpus", f"{where}: nodes[{i}]", int, 0),
+                adistance=_number(rn, "adistance", f"{where}: nodes[{i}]", int, 0),
+                **{k: _number(rn, k, f"{where}: nodes[{i}]", float, 0, strict=True)
+                   for k in ("seq_4k_ns", "rand_line_ns", "write_line_ns", "bandwidth_GBps")},
             )
-            for k in ("seq_4k_ns", "rand_line_ns", "write_line_ns", "bandwidth_GBps"):
-                if getattr(node, k) <= 0:
-                    raise ConfigError(f"{where}: nodes[{i}].{k} must be > 0, got {getattr(node, k)}")
-            if node.cpus < 0 or node.capacity_bytes < PAGE_SIZE:
-                raise ConfigError(f"{where}: nodes[{i}]: cpus must be >= 0 and capacity >= 4KiB")
+            if node.capacity_bytes < PAGE_SIZE:
+                raise ConfigError(f"{where}: nodes[{i}].capacity: must be >= 4KiB")
             nodes.append(node)
         n = len(nodes)
         dist = data.get("distance") or [[10 if i == j else 20 for j in range(n)] for i in range(n)]
@@ -125,9 +123,7 @@ class Machine:
             raise ConfigError(f"{where}: distance must be a {n}x{n} matrix (one row per node)")
         if not any(nd.cpus > 0 for nd in nodes):
             raise ConfigError(f"{where}: at least one node needs cpus > 0")
-        c = float(data.get("loaded_latency_c", 0.1))
-        if c < 0:
-            raise ConfigError(f"{where}: loaded_latency_c must be >= 0")
+        c = _number(data, "loaded_latency_c", where, float, 0, default=0.1)
         return cls(name=str(data.get("name", Path(where).stem)), nodes=tuple(nodes),
                    distance=tuple(tuple(int(x) for x in row) for row in dist), loaded_latency_c=c,
                    description=str(data.get("description", "")), source=str(data.get("source", "")),
@@ -136,8 +132,7 @@ class Machine:
     # ---- derived --------------------------------------------------------------------------
     def scaled(self, factor: float) -> "Machine":
         """Every capacity divided by `factor` (run a seed experiment small)."""
-        if factor <= 0:
-            raise ConfigError(f"scale: must be > 0, got {factor}")
+        factor = parse_scale(factor)
         if factor == 1:
             return self
         nodes = tuple(dataclasses.replace(nd, capacity_bytes=max(PAGE_SIZE * 64, int(nd.capacity_bytes / factor)))
@@ -152,6 +147,17 @@ class Machine:
                 if v is not None:
                     nodes[i] = dataclasses.replace(nodes[i], **{key: float(v)})
         return dataclasses.replace(self, nodes=tuple(nodes))
+
+    def to_dict(self) -> dict:
+        """The machine as run, as a dict `Machine.from_dict` accepts: every capacity (bytes, after
+        `scaled`) and cost (after `with_costs`); `name` and `description` are labels only."""
+        return {"name": self.name, "description": self.description,
+                "loaded_latency_c": self.loaded_latency_c,
+                "distance": [list(row) for row in self.distance],
+                "nodes": [{"name": nd.name, "capacity": nd.capacity_bytes, "cpus": nd.cpus,
+                           "adistance": nd.adistance, "seq_4k_ns": nd.seq_4k_ns,
+                           "rand_line_ns": nd.rand_line_ns, "write_line_ns": nd.write_line_ns,
+                           "bandwidth_GBps": nd.bandwidth_GBps} for nd in self.nodes]}
 
     @property
     def nr_nodes(self) -> int:
@@ -202,6 +208,18 @@ class Machine:
                         f"tier={'top' if top[i] else 'lower'} seq_4k={nd.seq_4k_ns}ns line={nd.rand_line_ns}ns "
                         f"bw={nd.bandwidth_GBps}GB/s")
         return "\n".join(rows)
+
+
+def _number(d: dict, key: str, where: str, kind, lo, strict: bool = False, default=None):
+    """d[key]: an integer >= lo (kind int) or a finite number >= lo (> lo when `strict`)."""
+    v = d.get(key, default)
+    if kind is int:
+        return parse_int(v, f"{where}.{key}", lo, 2**62)
+    accepted = f"a finite number {'>' if strict else '>='} {lo}"
+    x = parse_number(v, f"{where}.{key}", lo, math.inf, accepted)
+    if strict and x <= lo:
+        raise ConfigError(f"{where}.{key}: {v!r} is not accepted; accepted: {accepted}")
+    return x
 
 
 def presets() -> list[str]:

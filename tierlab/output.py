@@ -14,18 +14,17 @@ Parquet layout (``tierlab run --out FILE``; `write_parquet` / `read_parquet`), f
   that `tierlab.api.build` accepts, so the run can be repeated). Read it with `read_parquet`, or
   ``json.loads(pyarrow.parquet.read_schema(FILE).metadata[b"tierlab"])``.
 
-Writes are atomic: the file is written to a temporary name in the same directory and moved into
-place with `os.replace`; on any error the temporary file is removed and nothing is left behind.
+Writes go through `tierlab.atomic.atomic_path`: a temporary file in the same directory, fsynced and
+moved into place with `os.replace`; on any error it is removed and nothing is left behind.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 
 import numpy as np
 
+from .atomic import atomic_path
 from .errors import ConfigError
 
 FORMAT_VERSION = 1
@@ -74,25 +73,6 @@ def check_output_path(path) -> str:
     return path
 
 
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yield a temporary path next to `path`; move it into place on success, delete it on error."""
-    path = check_output_path(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    os.close(fd)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file a normal mode
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def write_parquet(res, path) -> None:
     """Write `res` (a tierlab.api.Result) to `path` atomically in the layout described above."""
     import pyarrow as pa
@@ -104,7 +84,7 @@ def write_parquet(res, path) -> None:
     md = dict(table.schema.metadata or {})
     md[METADATA_KEY] = json.dumps(meta).encode()
     table = table.replace_schema_metadata(md)
-    with atomic_path(path) as tmp:
+    with atomic_path(check_output_path(path)) as tmp:
         pq.write_table(table, tmp)
 
 

@@ -107,14 +107,17 @@ def add_reproduce_commands(subparsers) -> None:
 
 def main_reproduce(args) -> int:
     import json
-    import math
     import sys
 
-    if args.scale is not None and not (args.scale > 0 and math.isfinite(args.scale)):
-        raise ConfigError(f"--scale: expected a number > 0, got {args.scale}")
+    from ..jitcache import say_if_compiling
+    from ..units import parse_scale
+
+    if args.scale is not None:
+        parse_scale(args.scale, "--scale")
     _load_all()
     if args.name not in REPRODUCTIONS:
         raise ConfigError(f"unknown reproduction {args.name!r}; accepted: {', '.join(sorted(REPRODUCTIONS))}")
+    say_if_compiling()
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     df = run_reproduction(args.name, scale=args.scale, progress=show,
                           **({} if args.jobs is None else {"jobs": args.jobs}))

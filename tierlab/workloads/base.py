@@ -13,7 +13,7 @@ from typing import Callable, ClassVar, Iterator
 import numpy as np
 
 from ..errors import ConfigError
-from ..units import PAGE_SIZE, parse_size
+from ..units import PAGE_SIZE, parse_int, parse_number, parse_scale, parse_size
 
 CHUNK_ACCESSES = 1 << 22   # accesses per chunk: ~40 MB of arrays, amortises the call into numba
 
@@ -58,27 +58,19 @@ def size_param(default: str, help: str, scaled: bool = True) -> Param:
     return Param(default, parse_size, help, scaled)
 
 
-def int_param(default: int, help: str, lo: int = 0, scaled: bool = False) -> Param:
-    def parse(v, key="value", _lo=lo):
-        try:
-            x = int(float(v))
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}: expected an integer >= {_lo}, got {v!r}") from None
-        if x < _lo:
-            raise ConfigError(f"{key}: must be >= {_lo}, got {v!r}")
-        return x
+INT_PARAM_MAX = 1 << 62
+MAX_TASKS = 4096            # tasks of one workload (each has its own per-task state)
+
+
+def int_param(default: int, help: str, lo: int = 0, scaled: bool = False, hi: int = INT_PARAM_MAX) -> Param:
+    def parse(v, key="value"):
+        return parse_int(v, key, lo, hi)
     return Param(default, parse, help, scaled)
 
 
 def float_param(default: float, help: str, lo: float = 0.0, hi: float = float("inf")) -> Param:
     def parse(v, key="value"):
-        try:
-            x = float(v)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}: expected a number in [{lo}, {hi}], got {v!r}") from None
-        if not lo <= x <= hi:
-            raise ConfigError(f"{key}: must be in [{lo}, {hi}], got {v!r}")
-        return x
+        return parse_number(v, key, lo, hi)
     return Param(default, parse, help)
 
 
@@ -112,8 +104,10 @@ class Workload:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
+    access_params: ClassVar[tuple[str, ...]] = ()   # the params that set nr_accesses() (named in refusals)
 
     def __init__(self, scale: float = 1.0, **values):
+        scale = parse_scale(scale)
         unknown = set(values) - set(self.params)
         if unknown:
             k = sorted(unknown)[0]

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from ._kernels import fill_file_read
-from .base import CHUNK_ACCESSES, Chunk, Region, Workload, int_param, policy_param, size_param
+from .base import CHUNK_ACCESSES, MAX_TASKS, Chunk, Region, Workload, int_param, policy_param, size_param
 
 MAX_RW_COUNT = (1 << 31) - PAGE_SIZE
 
@@ -33,17 +33,16 @@ class FileRead(Workload):
         "file_size": size_param("1GiB", "file size per task"),
         "read_size": size_param("1MiB", "bytes per read() call (capped at MAX_RW_COUNT, 2 GiB - 4 KiB)", scaled=False),
         "cycles": int_param(3, "read passes over the file", lo=1),
-        "tasks": int_param(1, "tasks, each reading its own file", lo=1),
+        "tasks": int_param(1, "tasks, each reading its own file", lo=1, hi=MAX_TASKS),
         "file_policy": policy_param("default", "memory policy of the page cache, e.g. bind:1"),
         "buffer_policy": policy_param("default", "memory policy of the read buffer"),
-        "warmup": int_param(1, "1: an untimed set-up pass reads the file once first", lo=0),
+        "warmup": int_param(1, "1: an untimed set-up pass reads the file once first", lo=0, hi=1),
     }
+    access_params = ("file_size", "cycles", "tasks")
 
     def validate(self):
         if self.file_size < PAGE_SIZE:
             raise ConfigError("file_size: must be at least 4KiB")
-        if self.warmup not in (0, 1):
-            raise ConfigError("warmup: accepted: 0 or 1")
 
     @property
     def nr_tasks(self) -> int:

@@ -23,7 +23,7 @@ from ..core.ops import OP_LOAD, OP_MARK, OP_PAGE, OP_READ, OP_STORE, OP_STREAM, 
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
-    CHUNK_ACCESSES, Chunk, Region, Workload, choice_param, float_param, int_param, policy_param,
+    CHUNK_ACCESSES, MAX_TASKS, Chunk, Region, Workload, choice_param, float_param, int_param, policy_param,
     size_param,
 )
 
@@ -34,14 +34,15 @@ class RandomRead(Workload):
     params = {
         "file_size": size_param("1GiB", "size of the file or anon region (shared by all tasks)"),
         "accesses": int_param(1_000_000, "reads per task", lo=1),
-        "tasks": int_param(1, "concurrent tasks", lo=1),
+        "tasks": int_param(1, "concurrent tasks", lo=1, hi=MAX_TASKS),
         "dist": choice_param("uniform", ("uniform", "zipf"), "access distribution"),
         "zipf_theta": float_param(0.99, "zipf exponent (dist=zipf)", lo=0.0, hi=5.0),
         "target": choice_param("file", ("file", "anon"), "what is read"),
         "io": choice_param("mmap", ("mmap", "read"), "file access: 4 KiB loads through mmap (NUMA-scanned) or pread() calls"),
         "policy": policy_param("default", "memory policy of the region, e.g. bind:1"),
-        "prefault": int_param(0, "1: populate the region sequentially first (untimed, ends with a MARK)", lo=0),
+        "prefault": int_param(0, "1: populate the region sequentially first (untimed, ends with a MARK)", lo=0, hi=1),
     }
+    access_params = ("accesses", "tasks")
 
     def validate(self):
         if self.file_size < PAGE_SIZE:

@@ -1,0 +1,214 @@
+"""Run configs: the one validator, and the frozen record of what decides a run's result.
+
+A config is a plain dict (what the CLI, sweeps and notebooks pass around):
+
+    {"machine": preset name, TOML path or a machine dict, "workload": name, "params": {...},
+     "knobs": {...}, "costs": {...}, "scale": F, "seed": N, "sample_interval_ms": X}
+
+`validate(config)` checks every key and value (the machine, the kernel's knob parsers, the
+workload's params, scale, seed, sample interval, costs, region nodes against the machine, host memory
+for the state, and the simulated accesses) before any work, raising ConfigError (or CapacityError)
+whose one-line message names the key and what is accepted. `tierlab.api.build`, `Simulation`, the CLI
+and sweeps all go through it (`check` / `check_parts` below); there is no other validator.
+
+It returns a `RunConfig`: the machine *as run* (every capacity after `scale`, every cost after
+calibration, as a dict `Machine.from_dict` accepts; its name is a label), knobs as the kernel parses
+them (knobs at their default left out), costs overrides as floats (defaults left out), params as
+written, scale, seed and sample interval. `RunConfig.to_dict()` is what every Result carries
+(`Result.config`, `--format json`, Parquet metadata); `build(result.config)` rebuilds the same run,
+bit-identical. A machine given as a dict is taken as run: `scale` divides the workload's sized
+params only, not that machine's capacities (a preset name or TOML path is scaled).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from .errors import CapacityError, ConfigError
+from .units import parse_int, parse_number, parse_scale
+
+CONFIG_KEYS = ("machine", "workload", "params", "knobs", "costs", "scale", "seed", "sample_interval_ms")
+SEED_MAX = 2**63 - 1                    # seeds are int64 (sweep tables)
+SAMPLE_INTERVAL_MS = (1e-3, 1e12)       # 1 us .. ~31 years of simulated time, in int64 ns
+MAX_ACCESSES = 10**12                   # more cannot finish: ~2 days at EST_ACCESSES_PER_S
+EST_ACCESSES_PER_S = 5e6                # conservative host speed (random-read under pressure: ~9 M/s)
+STATE_MEMORY_SHARE = 0.8                # the state may take this share of the available memory
+MAX_PAGES = 2**31 - 4096                # page ids are int32 list links
+COST_MAX = 1e15                         # ns (11.6 days per event)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides a run's result (see the module docstring). Build one with
+    `validate(dict)` or `RunConfig.from_dict(dict)`; `to_dict()` gives the plain dict back."""
+    machine: dict
+    workload: str
+    params: dict = field(default_factory=dict)
+    knobs: dict = field(default_factory=dict)
+    costs: dict = field(default_factory=dict)
+    scale: float = 1.0
+    seed: int = 0
+    sample_interval_ms: float = 100.0
+
+    def to_dict(self) -> dict:
+        return {"machine": copy.deepcopy(self.machine), "workload": self.workload,
+                "params": dict(self.params), "knobs": dict(self.knobs), "costs": dict(self.costs),
+                "scale": self.scale, "seed": self.seed, "sample_interval_ms": self.sample_interval_ms}
+
+    @classmethod
+    def from_dict(cls, config: dict) -> "RunConfig":
+        return validate(config)
+
+    @property
+    def machine_name(self) -> str:
+        return str(self.machine.get("name", "machine"))
+
+    @classmethod
+    def from_parts(cls, machine, kernel, workload, seed: int, sample_interval_ms: float,
+                   costs: dict) -> "RunConfig":
+        """The record of already-validated parts (a Machine, a Kernel, a Workload, ...)."""
+        from .kernel import KNOBS
+        knobs = {k: v for k, v in kernel.to_dict().items()
+                 if KNOBS[k].default is None or v != float(KNOBS[k].default)}
+        return cls(machine=machine.to_dict(), workload=workload.name, params=dict(workload.raw),
+                   knobs=knobs, costs=dict(costs), scale=float(workload.scale), seed=int(seed),
+                   sample_interval_ms=float(sample_interval_ms))
+
+
+@dataclass
+class Checked:
+    """A validated run: its RunConfig and the parts built from it."""
+    config: RunConfig
+    machine: object
+    kernel: object
+    workload: object
+    regions: list
+    nr_pages: int
+    accesses: int | None
+
+
+def estimate_note(accesses: int | None, min_s: float = 10.0) -> str | None:
+    """One line for stderr when a run of `accesses` simulated accesses is expected to take at
+    least `min_s` of wall time (at the conservative EST_ACCESSES_PER_S)."""
+    if accesses is None or accesses / EST_ACCESSES_PER_S < min_s:
+        return None
+    return (f"tierlab: {accesses:.3g} simulated accesses; expect up to ~{_duration(accesses / EST_ACCESSES_PER_S)} "
+            f"of wall time (at >= {EST_ACCESSES_PER_S / 1e6:g} M accesses/s)")
+
+
+def validate(config) -> RunConfig:
+    """Check every key and value of a config dict (or a RunConfig) before any work; return the
+    normalised RunConfig. Errors name the key and what is accepted."""
+    return check(config).config
+
+
+def check(config) -> Checked:
+    """`validate`, also returning the Machine, Kernel and Workload it built."""
+    from .kernel import Kernel
+    from .machine import Machine
+    from .workloads import make_workload
+
+    if isinstance(config, RunConfig):
+        config = config.to_dict()
+    if not isinstance(config, dict):
+        raise ConfigError(f"config: expected a dict with keys {', '.join(CONFIG_KEYS)}, got {type(config).__name__}")
+    unknown = sorted(set(config) - set(CONFIG_KEYS), key=str)
+    if unknown:
+        raise ConfigError(f"unknown config key {unknown[0]!r}; accepted: {', '.join(CONFIG_KEYS)}")
+    for k in ("machine", "workload"):
+        if k not in config:
+            raise ConfigError(f"config: missing {k!r}")
+    scale = parse_scale(config.get("scale", 1.0))
+    m = config["machine"]
+    if isinstance(m, dict):
+        machine = Machine.from_dict(m, where="machine")     # as run: not scaled again
+    elif isinstance(m, str):
+        machine = Machine.load(m).scaled(scale)
+    else:
+        raise ConfigError(f"machine: expected a preset name, a TOML path or a machine table, got {m!r}")
+    if not isinstance(config["workload"], str):
+        raise ConfigError(f"workload: expected a workload name, got {config['workload']!r}")
+    tables = {}
+    for k in ("params", "knobs", "costs"):
+        v = config.get(k) or {}
+        if not isinstance(v, dict):
+            raise ConfigError(f"{k}: expected a table of name = value, got {v!r}")
+        tables[k] = v
+    kernel = Kernel(**tables["knobs"])
+    workload = make_workload(config["workload"], dict(tables["params"]), scale=scale)
+    return check_parts(machine, kernel, workload, config.get("seed", 0),
+                       config.get("sample_interval_ms", 100.0), tables["costs"])
+
+
+def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, costs=None) -> Checked:
+    """The checks of a run given as objects (the Python API's Simulation(...)): seed, sample
+    interval, costs, region nodes against the machine, state memory, simulated accesses."""
+    seed = parse_seed(seed)
+    interval = parse_sample_interval(sample_interval_ms)
+    costs = parse_costs(costs or {})
+    regions = workload.regions()
+    for r in regions:
+        for n in r.nodes:
+            if not 0 <= n < machine.nr_nodes:
+                raise ConfigError(f"region {r.name}: node {n} does not exist; machine {machine.name} has "
+                                  f"nodes 0..{machine.nr_nodes - 1}")
+    nr_pages = sum(r.pages for r in regions)
+    if nr_pages >= MAX_PAGES:
+        raise CapacityError(f"{nr_pages} pages exceed the 2^31 page ids of int32 list links; "
+                            "use --scale to shrink the run")
+    from .api import available_memory_bytes, state_bytes
+    need, avail = state_bytes(nr_pages), available_memory_bytes()
+    if need > STATE_MEMORY_SHARE * avail:
+        raise CapacityError(f"the simulation state needs ~{need / 2**30:.1f} GiB for {nr_pages} pages "
+                            f"but only {avail / 2**30:.1f} GiB is available; use --scale to shrink the run")
+    accesses = workload.nr_accesses()
+    if accesses is not None and accesses > MAX_ACCESSES:
+        named = ", ".join(f"{p}={workload.raw.get(p, workload.params[p].default)}" for p in workload.access_params)
+        raise ConfigError(f"{', '.join(workload.access_params) or 'workload'}: workload {workload.name}"
+                          f"{f' ({named})' if named else ''} would simulate {accesses:.3g} accesses, "
+                          f"~{_duration(accesses / EST_ACCESSES_PER_S)} of wall time; accepted: at most "
+                          f"{MAX_ACCESSES:.0e} accesses")
+    rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs)
+    return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses)
+
+
+def parse_seed(value) -> int:
+    return parse_int(value, "seed", 0, SEED_MAX)
+
+
+def parse_sample_interval(value) -> float:
+    return parse_number(value, "sample_interval_ms", *SAMPLE_INTERVAL_MS)
+
+
+def cost_range(name: str) -> tuple[float, float, str]:
+    """(lo, hi, accepted) for a time-model constant: ns >= 0; the bandwidth window > 0;
+    stream_break_ns also takes -1 ('one idle cache-line latency of the node')."""
+    if name == "util_window_ns":
+        return 1.0, COST_MAX, f"a number in 1 .. {COST_MAX:g} (ns)"
+    if name == "stream_break_ns":
+        return -1.0, COST_MAX, f"-1 or a number in 0 .. {COST_MAX:g} (ns)"
+    return 0.0, COST_MAX, f"a number in 0 .. {COST_MAX:g} (ns)"
+
+
+def parse_costs(costs: dict) -> dict:
+    """Cost overrides as floats, each within `cost_range`; overrides equal to the default are
+    left out (the same run as no override)."""
+    from .core.costs import COSTS
+    out = {}
+    for k, v in costs.items():
+        if k not in COSTS:
+            raise ConfigError(f"unknown cost {k!r}; accepted: {', '.join(COSTS)}")
+        lo, hi, accepted = cost_range(k)
+        x = parse_number(v, k, lo, hi, accepted)
+        if -1 < x < 0:
+            raise ConfigError(f"{k}: {v!r} is not accepted; accepted: {accepted}")
+        if x != COSTS[k][0]:
+            out[k] = x
+    return out
+
+
+def _duration(s: float) -> str:
+    for unit, n in (("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= 2 * n:
+            return f"{s / n:.3g} {unit}"
+    return f"{s:.3g} s"

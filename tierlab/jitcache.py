@@ -1,0 +1,31 @@
+"""Whether numba's on-disk cache holds the engine, so a command can say it is compiling.
+
+numba writes one index file (`*.nbi`) per cached function next to the module (in
+`tierlab/core/__pycache__/`), or under `NUMBA_CACHE_DIR` when that is set. With no index for the
+engine the first simulation compiles every kernel (about a minute) before it shows any progress.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+
+COMPILING_NOTE = ("tierlab: compiling the simulation engine (first run with an empty numba cache; about "
+                  "a minute, once; later runs start in seconds)")
+
+
+def engine_cached() -> bool:
+    """True when numba's cache has index files for tierlab's engine."""
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    if root:
+        return bool(glob.glob(os.path.join(root, "**", "engine.*.nbi"), recursive=True))
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core", "__pycache__")
+    return bool(glob.glob(os.path.join(here, "engine.*.nbi")))
+
+
+def say_if_compiling(file=None) -> bool:
+    """Print COMPILING_NOTE on stderr when the engine is not cached; return whether it printed."""
+    if engine_cached():
+        return False
+    print(COMPILING_NOTE, file=file or sys.stderr, flush=True)
+    return True
