@@ -89,7 +89,7 @@ def seq(pages, op):
 
 
 def base(sim, region):
-    return int(sim.state.region_start[region])
+    return int(sim.state.regions.start[region])
 
 
 def counters(sim):
@@ -106,32 +106,32 @@ def lru_list(s, nid, lru):
     """Folio heads on a list, newest (head) first, following `next` from the sentinel."""
     sent = st.lru_sentinel(s, nid, lru)
     out = []
-    x = int(s.next[sent])
+    x = int(s.pages.next[sent])
     guard = 0
     while x != sent:
         out.append(x)
-        x = int(s.next[x])
+        x = int(s.pages.next[x])
         guard += 1
-        assert guard <= s.node.shape[0], "list does not return to its sentinel"
+        assert guard <= s.pages.node.shape[0], "list does not return to its sentinel"
     return out
 
 
 def lru_list_backwards(s, nid, lru):
     sent = st.lru_sentinel(s, nid, lru)
     out = []
-    x = int(s.prev[sent])
+    x = int(s.pages.prev[sent])
     guard = 0
     while x != sent:
         out.append(x)
-        x = int(s.prev[x])
+        x = int(s.pages.prev[x])
         guard += 1
-        assert guard <= s.node.shape[0], "list does not return to its sentinel"
+        assert guard <= s.pages.node.shape[0], "list does not return to its sentinel"
     return out[::-1]
 
 
 def where(s, page):
     """(node, lru) of a folio on an LRU list, or None."""
-    for nid in range(s.free.shape[0]):
+    for nid in range(s.pgdat["free"].shape[0]):
         for lru in range(st.NR_LRU_LISTS):
             if page in lru_list(s, nid, lru):
                 return nid, lru
@@ -139,11 +139,11 @@ def where(s, page):
 
 
 def has(s, page, flag):
-    return bool(s.flags[page] & flag)
+    return bool(s.pages.flags[page] & flag)
 
 
 def has2(s, page, flag):
-    return bool(s.flags2[page] & flag)
+    return bool(s.pages.flags2[page] & flag)
 
 
 def present(s, page):

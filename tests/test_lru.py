@@ -50,7 +50,7 @@ def shadows(s, pages):
 
 def test_geometry_of_the_test_node():
     sim = file_sim()
-    assert sim.state.wmark[0].tolist() == [32, 40, 48, 56]
+    assert sim.state.pgdat["wmark"][0].tolist() == [32, 40, 48, 56]
 
 
 def test_read_sequence_referenced_then_activated_then_referenced():
@@ -64,13 +64,13 @@ def test_read_sequence_referenced_then_activated_then_referenced():
     assert has(s, A, st.PG_REFERENCED) and not has(s, A, st.PG_ACTIVE)
     assert has(s, A, st.PG_LRU)
     assert counters(sim)["pgactivate"] == 0
-    age0 = int(s.nonresident_age[0])
+    age0 = int(s.lruvec["nonresident_age"][0])
 
     run(sim, [(B, READ), (A, READ)])        # 2nd access to A: activated
     assert where(s, A) == (0, ACTIVE_FILE)
     assert has(s, A, st.PG_ACTIVE) and not has(s, A, st.PG_REFERENCED)
     assert counters(sim)["pgactivate"] == 1
-    assert int(s.nonresident_age[0]) == age0 + 1        # workingset_activation() ages the lruvec
+    assert int(s.lruvec["nonresident_age"][0]) == age0 + 1        # workingset_activation() ages the lruvec
     assert where(s, B) == (0, INACTIVE_FILE) and has(s, B, st.PG_REFERENCED)
 
     run(sim, [(B, READ), (A, READ)])        # 3rd access to A: referenced again, stays active
@@ -82,7 +82,7 @@ def test_read_sequence_referenced_then_activated_then_referenced():
     run(sim, [(B, READ), (A, READ)])        # 4th: nothing changes for an active, referenced folio
     assert counters(sim)["pgactivate"] == 2
     assert has(s, A, st.PG_ACTIVE) and has(s, A, st.PG_REFERENCED)
-    assert s.lru_size[0].tolist() == [0, 0, 0, 2]
+    assert s.lruvec["lru_size"][0].tolist() == [0, 0, 0, 2]
 
 
 def test_loads_through_page_tables_do_not_mark_accessed():
@@ -108,7 +108,7 @@ def test_new_anon_folios_start_inactive():
         assert has(s, p, st.PG_YOUNG) and not has(s, p, st.PG_ACTIVE)
         assert not has(s, p, st.PG_REFERENCED)
         assert has2(s, p, st.F2_ANON)
-    assert s.lru_size[0].tolist() == [2, 0, 0, 0]
+    assert s.lruvec["lru_size"][0].tolist() == [2, 0, 0, 0]
 
 
 def test_back_to_back_reads_of_one_page_mark_it_once():
@@ -128,7 +128,7 @@ def test_lru_add_batch_holds_folios_until_full():
     sim = file_sim(lru_batch_size=4)
     s = sim.state
     run(sim, [(0, READ), (1, READ), (2, READ)])
-    assert s.lru_size[0].tolist() == [0, 0, 0, 0]
+    assert s.lruvec["lru_size"][0].tolist() == [0, 0, 0, 0]
     for p in (0, 1, 2):
         assert present(s, p)
         assert has2(s, p, st.F2_BATCHED) and not has(s, p, st.PG_LRU)
@@ -142,15 +142,15 @@ def test_lru_add_batch_holds_folios_until_full():
     assert has(s, 2, st.PG_ACTIVE)
     assert not has(s, 0, st.PG_ACTIVE)
     assert counters(sim)["pgactivate"] == 0
-    assert int(s.nonresident_age[0]) == 2           # workingset_activation() on both
-    assert s.lru_size[0].tolist() == [0, 0, 0, 0]
+    assert int(s.lruvec["nonresident_age"][0]) == 2           # workingset_activation() on both
+    assert s.lruvec["lru_size"][0].tolist() == [0, 0, 0, 0]
 
     run(sim, [(3, READ)])                           # 4th folio fills the batch: drained in order
     for p in range(4):
         assert has(s, p, st.PG_LRU) and not has2(s, p, st.F2_BATCHED)
     assert lru_list(s, 0, INACTIVE_FILE) == [3, 0]
     assert lru_list(s, 0, ACTIVE_FILE) == [2, 1]
-    assert s.lru_size[0].tolist() == [0, 0, 2, 2]
+    assert s.lruvec["lru_size"][0].tolist() == [0, 0, 2, 2]
     assert counters(sim)["pgactivate"] == 0         # lru_add does not count activations
 
 
@@ -177,7 +177,7 @@ def test_reclaim_takes_the_tail_of_the_inactive_list_first():
     sim = file_sim(pages=400)
     s = sim.state
     run(sim, seq(range(FITS), READ))
-    assert counters(sim)["pageoutrun"] == 0 and int(s.free[0]) == 40
+    assert counters(sim)["pageoutrun"] == 0 and int(s.pgdat["free"][0]) == 40
     assert all(has(s, p, st.PG_REFERENCED) for p in range(FITS))
 
     run(sim, seq(range(FITS, FITS + 1), READ))          # below LOW: kswapd wakes
@@ -191,8 +191,8 @@ def test_reclaim_takes_the_tail_of_the_inactive_list_first():
     assert c["pgscan_kswapd"] == k                      # nothing scanned was kept
     assert c["pgactivate"] == 0                         # referenced folios were not rescued
     assert all(not present(s, p) for p in ev)
-    assert int(s.free[0]) >= 48                         # kswapd stopped at (or above) HIGH
-    assert int(s.free[0]) + (FITS + 1 - k) == 256
+    assert int(s.pgdat["free"][0]) >= 48                         # kswapd stopped at (or above) HIGH
+    assert int(s.pgdat["free"][0]) + (FITS + 1 - k) == 256
     assert lru_list(s, 0, INACTIVE_FILE)[-1] == k       # new tail: the oldest survivor
 
 
@@ -200,7 +200,7 @@ def test_shrink_active_list_deactivates_when_inactive_is_low():
     sim = file_sim(pages=400)
     s = sim.state
     run(sim, seq(range(150), READ) + seq(range(150), READ))     # 150 active, activated 0..149
-    assert s.lru_size[0].tolist() == [0, 0, 0, 150]
+    assert s.lruvec["lru_size"][0].tolist() == [0, 0, 0, 150]
     run(sim, seq(range(150, FITS + 1), READ))                   # 67 inactive < 150 active: low
     c = counters(sim)
     k = c["pgdeactivate"]
@@ -239,10 +239,10 @@ def test_inactive_is_low_ratio():
     gib = 1 << 18
 
     def low(inactive, active):
-        s.lru_size[0, INACTIVE_FILE] = inactive
-        s.lru_size[0, ACTIVE_FILE] = active
-        s.lru_size[0, INACTIVE_ANON] = inactive
-        s.lru_size[0, ACTIVE_ANON] = active
+        s.lruvec["lru_size"][0, INACTIVE_FILE] = inactive
+        s.lruvec["lru_size"][0, ACTIVE_FILE] = active
+        s.lruvec["lru_size"][0, INACTIVE_ANON] = inactive
+        s.lruvec["lru_size"][0, ACTIVE_ANON] = active
         f = bool(inactive_is_low(s, 0, True))
         assert bool(inactive_is_low(s, 0, False)) == f
         return f
@@ -259,7 +259,7 @@ def test_inactive_is_low_ratio():
         assert low(ina, ina * ratio + 1)
     # just below 1 GiB the ratio is 1
     assert low(gib // 2 - 1, gib // 2) and not low(gib // 2, gib // 2 - 1)
-    s.lru_size[0] = 0
+    s.lruvec["lru_size"][0] = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,8 +281,8 @@ def test_folio_check_references_table(anon, mapped, young, ref, verdict, ref_aft
     sim = file_sim()
     s = sim.state
     x = 5
-    s.flags2[x] = st.F2_PRESENT | (st.F2_ANON if anon else 0) | (st.F2_MAPPED if mapped else 0)
-    s.flags[x] = (st.PG_YOUNG if young else 0) | (st.PG_REFERENCED if ref else 0)
+    s.pages.flags2[x] = st.F2_PRESENT | (st.F2_ANON if anon else 0) | (st.F2_MAPPED if mapped else 0)
+    s.pages.flags[x] = (st.PG_YOUNG if young else 0) | (st.PG_REFERENCED if ref else 0)
     assert folio_check_references(s, x) == verdict
     assert not has(s, x, st.PG_YOUNG)                   # folio_referenced() cleared the young bits
     assert has(s, x, st.PG_REFERENCED) == ref_after
@@ -328,7 +328,7 @@ def _hot_and_cold(gap):
     s = sim.state
     H, C = base(sim, 0), base(sim, 1)
     run(sim, seq(range(H, H + 128), READ) + seq(range(H, H + 128), READ))
-    assert s.lru_size[0].tolist() == [0, 0, 0, 128]
+    assert s.lruvec["lru_size"][0].tolist() == [0, 0, 0, 128]
     n = 512 - 56 - 128                                  # cold pages that fit above LOW
     run(sim, seq(range(C, C + n), READ))
     assert not has2(s, C, st.F2_SHADOW)
@@ -377,7 +377,7 @@ def test_refault_restores_workingset_bit():
         run(sim, [(n, READ)])
         n += 1
         assert n < 2000
-    active = int(s.lru_size[0, ACTIVE_FILE])
+    active = int(s.lruvec["lru_size"][0, ACTIVE_FILE])
     assert active > 32
     before = counters(sim)
     run(sim, [(0, READ)])
@@ -394,7 +394,7 @@ def test_refault_distance_counts_the_folios_own_eviction():
     run(sim, seq(range(FITS + 1), READ))
     ev = shadows(s, range(400))
     assert ev == list(range(len(ev))) and ev
-    assert s.lru_size[0, ACTIVE_FILE] == 0 and s.lru_size[0, ACTIVE_ANON] == 0
+    assert s.lruvec["lru_size"][0, ACTIVE_FILE] == 0 and s.lruvec["lru_size"][0, ACTIVE_ANON] == 0
     last = ev[-1]                        # the last folio evicted; nothing aged the lruvec since
     run(sim, [(last, READ)])
     c = counters(sim)
@@ -412,8 +412,8 @@ def test_large_folio_is_one_unit():
     sim = make_sim(node256(), [Region("a", "anon", 64, order=2)], lru_batch_size=1)
     s = sim.state
     run(sim, [(0, STORE), (1, STORE), (2, LOAD), (3, STORE)])
-    assert int(s.free[0]) == 256 - 4
-    assert s.lru_size[0].tolist() == [4, 0, 0, 0]
+    assert int(s.pgdat["free"][0]) == 256 - 4
+    assert s.lruvec["lru_size"][0].tolist() == [4, 0, 0, 0]
     assert lru_list(s, 0, INACTIVE_ANON) == [0]
     assert counters(sim)["pgalloc"] == 4
     assert counters(sim)["pgfault"] == 1
@@ -429,13 +429,13 @@ def test_large_folio_stays_inside_its_region(regions, page, op, neighbour):
     sim = make_sim(node256(), regions, lru_batch_size=1)
     s = sim.state
     run(sim, [(page, op)])
-    r = int(np.searchsorted(s.region_start, page, side="right")) - 1
+    r = int(np.searchsorted(s.regions.start, page, side="right")) - 1
     head = int(st.folio_head(s, page))
     nr = int(st.folio_nr_pages(s, head))
     assert present(s, head)
-    assert s.region_start[r] <= head and head + nr <= s.region_start[r + 1]
+    assert s.regions.start[r] <= head and head + nr <= s.regions.start[r + 1]
     assert int(st.folio_head(s, neighbour)) == neighbour and not present(s, neighbour)
-    assert int(s.free[0]) == 256 - nr
+    assert int(s.pgdat["free"][0]) == 256 - nr
 
 
 def test_fork_continues_bit_identically():

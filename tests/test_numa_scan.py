@@ -16,7 +16,7 @@ import numpy as np
 from simkit import DRAM, CXL, STORE, READ, counters, machine, make_sim, run, seq
 from tierlab.core import state as st
 from tierlab.core.numa_balancing import task_numa_work
-from tierlab.core.params import P_NUMA_SCAN_PTE_NS, P_NUMA_SCAN_UPDATE_NS
+from tierlab.core.params import P
 from tierlab.workloads.base import Region
 
 FILE = 1000      # page-cache pages before the anon VMA (no VMA of their own)
@@ -43,9 +43,9 @@ def _pass(sim, now_ms):
 def test_ranges_are_huge_page_aligned_and_an_updating_range_uses_the_budget():
     sim = _sim()
     s = sim.state
-    on_cxl = np.flatnonzero(s.node[FILE:FILE + ANON] == 1) + FILE
+    on_cxl = np.flatnonzero(s.pages.node[FILE:FILE + ANON] == 1) + FILE
     assert 0 < len(on_cxl) < ANON and on_cxl[-1] == FILE + ANON - 1   # the first pages stayed on node 0
-    pte_ns, upd_ns = sim.p[P_NUMA_SCAN_PTE_NS], sim.p[P_NUMA_SCAN_UPDATE_NS]
+    pte_ns, upd_ns = sim.p[P.NUMA_SCAN_PTE_NS], sim.p[P.NUMA_SCAN_UPDATE_NS]
     # scan_size_mb=1: 256 pages; the first range ends at align_up(256, 512) = 512 pages into the VMA,
     # it updates every CXL page in it, so its 512 pages exhaust the 256-page budget: one range a pass
     for k in range(4):
@@ -54,43 +54,43 @@ def test_ranges_are_huge_page_aligned_and_an_updating_range_uses_the_budget():
         n, cost = _pass(sim, 1000 + k)
         assert n == expect
         assert cost == 512 * pte_ns + expect * upd_ns
-        assert s.misc[st.MISC_NUMA_SCAN_OFFSET] == hi
+        assert s.mm[0]["numa_scan_offset"] == hi
         for x in range(lo, hi):
-            want = bool(s.node[x] == 1)
-            assert bool(s.flags[x] & st.PG_PROTNONE) == want
+            want = bool(s.pages.node[x] == 1)
+            assert bool(s.pages.flags[x] & st.PG_PROTNONE) == want
             if want:
-                assert int(s.stamp[x]) == 1000 + k            # access time stamped (ms)
+                assert int(s.pages.stamp[x]) == 1000 + k            # access time stamped (ms)
     # cursor at the end of the last VMA: find_vma() finds nothing, so the next pass starts over;
     # everything is PROT_NONE already, so no range updates and the pass walks the 8 x 256 = 2048-page
     # virtual budget, which runs out exactly at the VMA's end: the cursor stays there
     n, cost = _pass(sim, 2000)
     assert n == 0 and cost == ANON * pte_ns
-    assert s.misc[st.MISC_NUMA_SCAN_OFFSET] == FILE + ANON
+    assert s.mm[0]["numa_scan_offset"] == FILE + ANON
     # a larger budget runs past the last VMA: reset_ptenuma_scan() puts the cursor at the start
     sim.set_knobs(scan_size_mb=2)
     n, cost = _pass(sim, 3000)
     assert n == 0 and cost == ANON * pte_ns
-    assert s.misc[st.MISC_NUMA_SCAN_OFFSET] == 0
+    assert s.mm[0]["numa_scan_offset"] == 0
 
 
 def test_top_tier_is_walked_but_never_marked_in_tiering_mode():
     sim = _sim(dram_pages=8192)                                  # everything fits on DRAM
     s = sim.state
-    assert (s.node[FILE:FILE + ANON] == 0).all()
-    pte_ns = sim.p[P_NUMA_SCAN_PTE_NS]
+    assert (s.pages.node[FILE:FILE + ANON] == 0).all()
+    pte_ns = sim.p[P.NUMA_SCAN_PTE_NS]
     n, cost = _pass(sim, 1000)
     assert n == 0 and cost == ANON * pte_ns                      # virtual budget = the whole VMA
-    assert not (s.flags[:FILE + ANON] & st.PG_PROTNONE).any()
+    assert not (s.pages.flags[:FILE + ANON] & st.PG_PROTNONE).any()
     # NORMAL mode (1) marks top-tier folios too, without stamping an access time
     sim.set_knobs(numa_balancing=1)
     n, _ = _pass(sim, 1000)
     assert n == 512
-    assert (s.flags[FILE:FILE + 512] & st.PG_PROTNONE).all()
-    assert (s.stamp[FILE:FILE + 512] == st.STAMP_NONE).all()
+    assert (s.pages.flags[FILE:FILE + 512] & st.PG_PROTNONE).all()
+    assert (s.pages.stamp[FILE:FILE + 512] == st.STAMP_NONE).all()
 
 
 def test_page_cache_without_a_vma_is_never_scanned():
     sim = _sim()
     for k in range(6):
         _pass(sim, 1000 + k)
-    assert not (sim.state.flags[:FILE] & st.PG_PROTNONE).any()
+    assert not (sim.state.pages.flags[:FILE] & st.PG_PROTNONE).any()

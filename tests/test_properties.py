@@ -24,7 +24,7 @@ from hypothesis import strategies as hs
 
 from simkit import CXL, DRAM, READ, STORE, counters, machine, make_sim, node_counter, run, seq
 from tierlab.core import state as st
-from tierlab.core.engine import OP_LOAD, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END, OP_WRITE
+from tierlab.core.ops import OP_LOAD, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END, OP_WRITE
 from tierlab.core.vmstat import VMSTAT_NAMES
 from tierlab.errors import ConfigError
 from tierlab.workloads.base import Chunk, Region
@@ -182,26 +182,26 @@ def run_chunk(sim, ch):
 
 def walk(s, sent, limit):
     out = []
-    x = int(s.next[sent])
+    x = int(s.pages.next[sent])
     while x != sent:
         assert 0 <= x < limit, f"list {sent} links to {x}"
-        assert int(s.next[int(s.prev[x])]) == x, f"prev/next mismatch at {x}"
+        assert int(s.pages.next[int(s.pages.prev[x])]) == x, f"prev/next mismatch at {x}"
         out.append(x)
-        x = int(s.next[x])
+        x = int(s.pages.next[x])
         assert len(out) <= limit, f"list {sent} does not return to its sentinel"
-    assert int(s.prev[sent]) == (out[-1] if out else sent)
+    assert int(s.pages.prev[sent]) == (out[-1] if out else sent)
     return out
 
 
 def nr_pages(s, head):
-    return 1 << (int(s.order[head]) & 15)
+    return 1 << (int(s.pages.order[head]) & 15)
 
 
 def check_invariants(sim):
     s, p = sim.state, sim.p
-    P = s.node.shape[0]
-    N = s.free.shape[0]
-    T = s.promo_count.shape[0]
+    P = s.pages.node.shape[0]
+    N = s.pgdat["free"].shape[0]
+    T = s.task["promo_count"].shape[0]
     where = {}
     isolated = np.zeros(N, np.int64)
     for nid in range(N):
@@ -210,57 +210,57 @@ def check_invariants(sim):
             for x in walk(s, st.lru_sentinel(s, nid, lru), P):
                 assert x not in where, f"folio {x} on two lists: {where[x]} and lru {nid},{lru}"
                 where[x] = ("lru", nid, lru)
-                assert s.flags2[x] & st.F2_PRESENT, f"non-present folio {x} on lru {nid},{lru}"
-                assert int(s.node[x]) == nid
+                assert s.pages.flags2[x] & st.F2_PRESENT, f"non-present folio {x} on lru {nid},{lru}"
+                assert int(s.pages.node[x]) == nid
                 assert int(st.folio_lru(s, x)) == lru, f"folio {x} flags select another list than {lru}"
-                assert s.flags[x] & st.PG_LRU
-                assert not (s.flags[x] & st.PG_ISOLATED) and not (s.flags2[x] & st.F2_BATCHED)
+                assert s.pages.flags[x] & st.PG_LRU
+                assert not (s.pages.flags[x] & st.PG_ISOLATED) and not (s.pages.flags2[x] & st.F2_BATCHED)
                 total += nr_pages(s, x)
-            assert int(s.lru_size[nid, lru]) == total, f"lru_size[{nid},{lru}]"
-    for cpu in range(s.lru_batch_len.shape[0]):
-        for i in range(int(s.lru_batch_len[cpu])):
-            x = int(s.lru_batch[cpu, i])
+            assert int(s.lruvec["lru_size"][nid, lru]) == total, f"lru_size[{nid},{lru}]"
+    for cpu in range(s.cpu["lru_batch_len"].shape[0]):
+        for i in range(int(s.cpu["lru_batch_len"][cpu])):
+            x = int(s.cpu["lru_batch"][cpu, i])
             assert x not in where, f"batched folio {x} also {where[x]}"
             where[x] = ("batch", cpu)
-            assert s.flags2[x] & st.F2_PRESENT and s.flags2[x] & st.F2_BATCHED
-            assert not (s.flags[x] & st.PG_LRU)
+            assert s.pages.flags2[x] & st.F2_PRESENT and s.pages.flags2[x] & st.F2_BATCHED
+            assert not (s.pages.flags[x] & st.PG_LRU)
     for t in range(T):
         promo = 0
         for x in walk(s, st.promo_sentinel(s, t), P):
             assert x not in where, f"isolated folio {x} also {where[x]}"
             where[x] = ("promo", t)
-            assert s.flags2[x] & st.F2_PRESENT and s.flags[x] & st.PG_ISOLATED
-            assert not (s.flags[x] & st.PG_LRU)
-            isolated[int(s.node[x])] += nr_pages(s, x)
+            assert s.pages.flags2[x] & st.F2_PRESENT and s.pages.flags[x] & st.PG_ISOLATED
+            assert not (s.pages.flags[x] & st.PG_LRU)
+            isolated[int(s.pages.node[x])] += nr_pages(s, x)
             promo += nr_pages(s, x)
-        assert promo == int(s.promo_count[t]) or int(s.promo_count[t]) >= promo
-    assert s.nr_isolated.tolist() == isolated.tolist()
+        assert promo == int(s.task["promo_count"][t]) or int(s.task["promo_count"][t]) >= promo
+    assert s.pgdat["nr_isolated"].tolist() == isolated.tolist()
 
-    present = (s.flags2 & st.F2_PRESENT) != 0
+    present = (s.pages.flags2 & st.F2_PRESENT) != 0
     heads = np.flatnonzero(present)
     for x in heads.tolist():
         assert x in where, f"present folio {x} is on no list, batch or promotion list"
-    lru_flag = np.flatnonzero(s.flags & st.PG_LRU).tolist()
+    lru_flag = np.flatnonzero(s.pages.flags & st.PG_LRU).tolist()
     assert sorted(lru_flag) == sorted(x for x, w in where.items() if w[0] == "lru")
     # a folio belongs to one mapping: it lies inside one region and has that region's kind
-    rs = s.region_start
+    rs = s.regions.start
     for x in heads.tolist():
         r = int(np.searchsorted(rs, x, side="right")) - 1
         assert x + nr_pages(s, x) <= int(rs[r + 1]), f"folio {x} (+{nr_pages(s, x)}) crosses the end of region {r}"
-        assert bool(s.flags2[x] & st.F2_ANON) == (int(s.region_kind[r]) == st.REGION_ANON)
+        assert bool(s.pages.flags2[x] & st.F2_ANON) == (int(s.regions.kind[r]) == st.REGION_ANON)
     used = np.zeros(N, np.int64)
     for x in heads.tolist():
-        used[int(s.node[x])] += nr_pages(s, x)
-    assert (s.free >= 0).all(), f"negative free: {s.free}"
-    assert (s.free + used).tolist() == s.managed.tolist()
+        used[int(s.pages.node[x])] += nr_pages(s, x)
+    assert (s.pgdat["free"] >= 0).all(), f"negative free: {s.pgdat["free"]}"
+    assert (s.pgdat["free"] + used).tolist() == s.pgdat["managed"].tolist()
     assert (s.counters >= 0).all(), [VMSTAT_NAMES[i] for i in np.flatnonzero((s.counters < 0).any(axis=0))]
 
-    shadow = (s.flags2 & (st.F2_SHADOW | st.F2_SWAPPED)) != 0
+    shadow = (s.pages.flags2 & (st.F2_SHADOW | st.F2_SWAPPED)) != 0
     assert not (shadow & present).any(), "shadow or swap entry on a present page"
-    swapped = sum(nr_pages(s, x) for x in np.flatnonzero(s.flags2 & st.F2_SWAPPED).tolist())
-    assert swapped == int(s.misc[st.MISC_SWAP_USED])
+    swapped = sum(nr_pages(s, x) for x in np.flatnonzero(s.pages.flags2 & st.F2_SWAPPED).tolist())
+    assert swapped == int(s.sys[0]["nr_swap_used"])
     assert swapped <= int(sim.kernel.swap_size)
-    assert not ((s.flags2 & st.F2_SWAPPED) != 0)[(s.flags2 & st.F2_ANON) == 0].any()
+    assert not ((s.pages.flags2 & st.F2_SWAPPED) != 0)[(s.pages.flags2 & st.F2_ANON) == 0].any()
 
     c = s.counters
     for kind in ("kswapd", "direct"):
@@ -289,7 +289,7 @@ def check_invariants(sim):
             assert c[nid, IDX["pgdemote_kswapd"]] == c[nid, IDX["pgdemote_direct"]] == 0
         if not can_demote and sim.kernel.swap_size == 0:
             assert c[nid, IDX["pgscan_anon"]] == 0 and c[nid, IDX["pgsteal_anon"]] == 0
-        if int(s.tier[nid]) != 0 and not sim.kernel.pagecache_promotion_enabled:
+        if int(s.pgdat["tier"][nid]) != 0 and not sim.kernel.pagecache_promotion_enabled:
             # migrate_misplaced_folio() counts PGPROMOTE_SUCCESS only for a top-tier destination
             # (the page-cache RFC's migrate_misplaced_folio_batch() counts every success)
             assert c[nid, IDX["pgpromote_success"]] == 0, "promotion into a node that is not top tier"
@@ -392,7 +392,7 @@ def test_explicit_policy_regions_are_not_numa_scanned():
     c = counters(sim)
     assert c["numa_pte_updates"] == 0 and c["numa_hint_faults"] == 0
     assert c["pgpromote_success"] == 0 and c["numa_pages_migrated"] == 0
-    assert int(sim.state.free[1]) == 1024 - 64
+    assert int(sim.state.pgdat["free"][1]) == 1024 - 64
 
 
 def test_default_policy_region_is_numa_scanned_and_promoted():
@@ -404,16 +404,16 @@ def test_default_policy_region_is_numa_scanned_and_promoted():
                    lru_batch_size=1, min_free_kbytes=640, numa_balancing=0, scan_delay_ms=0, scan_period_min_ms=1,
                    scan_size_mb=1)
     s = sim.state
-    assert s.tier.tolist() == [0, 1]
+    assert s.pgdat["tier"].tolist() == [0, 1]
     run(sim, seq(range(216), READ))                     # node 0 down to LOW (40) with page cache
     run(sim, seq(range(216, 280), STORE))               # b spills to node 1
-    assert all(int(s.node[p]) == 1 for p in range(216, 280))
+    assert all(int(s.pages.node[p]) == 1 for p in range(216, 280))
     sim.set_knobs(numa_balancing=2)
     run(sim, seq(list(range(216, 280)) * 400, STORE))
     c = counters(sim)
     assert c["numa_pte_updates"] > 0 and c["numa_hint_faults"] > 0
     assert c["pgpromote_success"] > 0
-    assert sum(int(s.node[p]) == 0 for p in range(216, 280)) == c["pgpromote_success"]
+    assert sum(int(s.pages.node[p]) == 0 for p in range(216, 280)) == c["pgpromote_success"]
     check_invariants(sim)
 
 
@@ -423,9 +423,9 @@ def test_migration_between_lower_tier_nodes_is_not_a_promotion():
     sim = make_sim(m, [Region("a", "anon", 200)], nr_tasks=2, lru_batch_size=1, swap_size=1024,
                    scan_delay_ms=0, scan_period_min_ms=1, scan_size_mb=1)
     s = sim.state
-    assert s.tier.tolist() == [0, 1, 1] and s.cpu_node[s.task_cpu[1]] == 1
+    assert s.pgdat["tier"].tolist() == [0, 1, 1] and s.cpu["node"][s.task["cpu"][1]] == 1
     run(sim, [], seq(range(200), STORE))        # task 1 (on node 1): zonelist 1, 0, 2
-    far = [p for p in range(200) if int(s.node[p]) == 2]
+    far = [p for p in range(200) if int(s.pages.node[p]) == 2]
     assert far
     sim.set_knobs(numa_balancing=2)
     run(sim, [], seq(far * 300, STORE))

@@ -38,7 +38,7 @@ def wmarks(managed, min_free_kbytes, wsf):
 
 
 def on_node(s, pages, nid):
-    return [p for p in pages if present(s, p) and int(s.node[p]) == nid]
+    return [p for p in pages if present(s, p) and int(s.pages.node[p]) == nid]
 
 
 def two_tier():
@@ -69,7 +69,7 @@ def test_watermarks(mfk, wsf, expect):
     m = machine((3000, 1, DRAM), (1000, 0, CXL))
     assert wmarks([3000, 1000], mfk, wsf) == expect
     sim = make_sim(m, [Region("a", "anon", 8)], min_free_kbytes=mfk, watermark_scale_factor=wsf)
-    assert sim.state.wmark.tolist() == expect
+    assert sim.state.pgdat["wmark"].tolist() == expect
 
 
 def test_default_min_free_kbytes():
@@ -77,25 +77,25 @@ def test_default_min_free_kbytes():
     m = machine((3000, 1, DRAM), (1000, 0, CXL))          # 16000 KiB -> int_sqrt(256000) = 505 KiB
     assert math.isqrt(16 * 16000) == 505
     sim = make_sim(m, [Region("a", "anon", 8)])
-    assert sim.state.wmark.tolist() == wmarks([3000, 1000], 505, 10)
-    assert sim.state.wmark[0, st.WMARK_MIN] == (505 >> 2) * 3000 // 4000
+    assert sim.state.pgdat["wmark"].tolist() == wmarks([3000, 1000], 505, 10)
+    assert sim.state.pgdat["wmark"][0, st.WMARK_MIN] == (505 >> 2) * 3000 // 4000
     # 64 pages = 256 KiB -> int_sqrt(4096) = 64 KiB, clamped up to 128 KiB = 32 pages
     small = make_sim(machine((64, 1, DRAM)), [Region("a", "anon", 8)])
-    assert small.state.wmark[0].tolist() == [32, 40, 48, 56]
+    assert small.state.pgdat["wmark"][0].tolist() == [32, 40, 48, 56]
 
 
 def test_set_knobs_recomputes_watermarks():
     sim = make_sim(machine((3000, 1, DRAM), (1000, 0, CXL)), [Region("a", "anon", 8)], min_free_kbytes=1024)
     sim.set_knobs(watermark_scale_factor=1000)
-    assert sim.state.wmark.tolist() == wmarks([3000, 1000], 1024, 1000)
+    assert sim.state.pgdat["wmark"].tolist() == wmarks([3000, 1000], 1024, 1000)
     sim.set_knobs(min_free_kbytes=512)
-    assert sim.state.wmark.tolist() == wmarks([3000, 1000], 512, 1000)
+    assert sim.state.pgdat["wmark"].tolist() == wmarks([3000, 1000], 512, 1000)
 
 
 def test_two_tier_geometry():
     sim = make_sim(two_tier(), [Region("a", "anon", 8)], min_free_kbytes=640)
-    assert sim.state.wmark.tolist() == [WM0, WM1]
-    assert sim.state.tier.tolist() == [0, 1]
+    assert sim.state.pgdat["wmark"].tolist() == [WM0, WM1]
+    assert sim.state.pgdat["tier"].tolist() == [0, 1]
     assert sim.state.zonelist[0].tolist() == [0, 1]
 
 
@@ -111,10 +111,10 @@ def test_allocation_spills_to_the_next_node_without_waking_kswapd():
     assert len(on_node(s, range(400), 0)) == FITS0               # node 0 serves until LOW ...
     assert on_node(s, range(400), 0) == list(range(FITS0))
     assert len(on_node(s, range(400), 1)) == 400 - FITS0         # ... then the zonelist falls back
-    assert s.free.tolist() == [WM0[1], 1024 - (400 - FITS0)]
+    assert s.pgdat["free"].tolist() == [WM0[1], 1024 - (400 - FITS0)]
     c = counters(sim)
     assert c["pageoutrun"] == 0 and c["pgscan_kswapd"] == 0 and c["allocstall"] == 0
-    assert s.kswapd_awake.tolist() == [0, 0]
+    assert s.pgdat["kswapd_awake"].tolist() == [0, 0]
 
 
 def test_kswapd_wakes_only_when_every_zonelist_node_is_below_low():
@@ -123,17 +123,17 @@ def test_kswapd_wakes_only_when_every_zonelist_node_is_below_low():
     s = sim.state
     n = FITS0 + FITS1
     run(sim, seq(range(n), STORE))                  # both nodes exactly at LOW, nobody woken
-    assert s.free.tolist() == [WM0[1], WM1[1]]
+    assert s.pgdat["free"].tolist() == [WM0[1], WM1[1]]
     assert counters(sim)["pageoutrun"] == 0
     run(sim, [(n, STORE)])                          # below LOW everywhere: wake_all_kswapds()
-    assert int(s.node[n]) == 0                      # served by node 0 at the MIN watermark
+    assert int(s.pages.node[n]) == 0                      # served by node 0 at the MIN watermark
     assert node_counter(sim, 0, "pageoutrun") == 1
     assert node_counter(sim, 1, "pageoutrun") == 1
     assert node_counter(sim, 0, "pgscan_kswapd") > 0 and node_counter(sim, 1, "pgscan_kswapd") > 0
     assert counters(sim)["pswpout"] > 0             # no demotion: anon goes to swap
     assert counters(sim)["pgdemote_kswapd"] == 0
     for nid, wm in enumerate((WM0, WM1)):
-        assert int(s.free[nid]) >= wm[st.WMARK_HIGH]
+        assert int(s.pgdat["free"][nid]) >= wm[st.WMARK_HIGH]
 
 
 def test_bind_policy_wakes_kswapd_on_the_bound_node():
@@ -145,7 +145,7 @@ def test_bind_policy_wakes_kswapd_on_the_bound_node():
     run(sim, seq(range(FITS0, 400), STORE))
     assert node_counter(sim, 0, "pageoutrun") >= 1
     assert node_counter(sim, 1, "pageoutrun") == 0
-    assert int(s.free[1]) == 1024                   # nothing allocated outside the policy
+    assert int(s.pgdat["free"][1]) == 1024                   # nothing allocated outside the policy
     assert on_node(s, range(400), 1) == []
     assert counters(sim)["pswpout"] > 0
 
@@ -158,15 +158,15 @@ def test_kswapd_stops_at_high_or_promo(numa_balancing, target):
     sim = make_sim(machine((256, 1, DRAM)), [Region("f", "file", 400)], lru_batch_size=1,
                    watermark_scale_factor=1500, numa_balancing=numa_balancing)
     s = sim.state
-    assert s.wmark[0].tolist() == [32, 70, 108, 146]
+    assert s.pgdat["wmark"][0].tolist() == [32, 70, 108, 146]
     fits = 256 - 70
     run(sim, seq(range(fits), READ))
-    assert counters(sim)["pageoutrun"] == 0 and int(s.free[0]) == 70
+    assert counters(sim)["pageoutrun"] == 0 and int(s.pgdat["free"][0]) == 70
     run(sim, [(fits, READ)])                        # the only allocation below LOW; then idle
     c = counters(sim)
     assert c["pageoutrun"] == 1 and c["allocstall"] == 0
-    assert s.kswapd_awake[0] == 0
-    free = int(s.free[0])
+    assert s.pgdat["kswapd_awake"][0] == 0
+    free = int(s.pgdat["free"][0])
     if target == "high":
         assert 108 <= free < 146                    # balanced at HIGH: no reclaim towards PROMO
     else:
@@ -191,15 +191,15 @@ def test_demotion_instead_of_swap_for_anon():
     assert all(present(s, p) for p in range(400))                 # nothing lost, nothing swapped
     assert not any(has2(s, p, st.F2_SWAPPED) for p in range(400))
     assert len(on_node(s, range(400), 1)) == demoted              # demoted folios live on node 1
-    assert int(s.free[1]) == 1024 - demoted
+    assert int(s.pgdat["free"][1]) == 1024 - demoted
     assert c["pgmigrate_success"] >= demoted
     assert c["pgmigrate_success"] == demoted                      # no other migration ran
     # demotion counts as reclaim; with no swap it is the only reclaim there is
     for kind in ("kswapd", "direct"):
         assert node_counter(sim, 0, f"pgsteal_{kind}") == node_counter(sim, 0, f"pgdemote_{kind}")
     assert node_counter(sim, 1, "pgdemote_kswapd") == 0           # node 1 has no lower tier
-    assert s.lru_size[1].sum() == demoted
-    assert s.lru_size[0].sum() + s.lru_size[1].sum() == 400
+    assert s.lruvec["lru_size"][1].sum() == demoted
+    assert s.lruvec["lru_size"][0].sum() + s.lruvec["lru_size"][1].sum() == 400
 
 
 def test_demotion_of_page_cache_leaves_no_shadow():
@@ -217,7 +217,7 @@ def test_demotion_of_page_cache_leaves_no_shadow():
     run(sim, [(lower[0], READ)])                    # a hit on node 1, not a refault
     c = counters(sim)
     assert c["workingset_refault_file"] == 0 and c["pgmajfault"] == 0
-    assert int(s.node[lower[0]]) == 1
+    assert int(s.pages.node[lower[0]]) == 1
 
 
 def test_demotion_cascades_to_the_lower_kswapd():
@@ -231,13 +231,13 @@ def test_demotion_cascades_to_the_lower_kswapd():
     assert node_counter(sim, 1, "pgsteal_kswapd") > 0
     assert node_counter(sim, 1, "pgdemote_kswapd") == 0
     ev = [p for p in range(1500) if has2(s, p, st.F2_SHADOW)]
-    from_lower = [p for p in ev if int(s.node[p]) == 1]
-    from_top = [p for p in ev if int(s.node[p]) == 0]
+    from_lower = [p for p in ev if int(s.pages.node[p]) == 1]
+    from_top = [p for p in ev if int(s.pages.node[p]) == 0]
     assert len(from_lower) == node_counter(sim, 1, "pgsteal_kswapd")   # the bottom tier evicts
     # a folio node 0 could not demote (node 1 at MIN) is retried without demotion: evicted
     assert len(from_top) == node_counter(sim, 0, "pgmigrate_fail")
     assert node_counter(sim, 0, "pgsteal_kswapd") == node_counter(sim, 0, "pgdemote_kswapd") + len(from_top)
-    assert int(s.free[1]) >= s.wmark[1, st.WMARK_MIN]
+    assert int(s.pgdat["free"][1]) >= s.pgdat["wmark"][1, st.WMARK_MIN]
 
 
 def test_demotion_disabled_evicts_page_cache_with_shadows():
@@ -251,7 +251,7 @@ def test_demotion_disabled_evicts_page_cache_with_shadows():
     assert len(ev) == c["pgsteal_file"] > 0
     assert all(not present(s, p) for p in ev)
     assert ev == list(range(len(ev)))
-    assert int(s.free[1]) == 1024
+    assert int(s.pgdat["free"][1]) == 1024
     run(sim, [(ev[0], READ)])
     assert counters(sim)["workingset_refault_file"] == 1
 
@@ -267,7 +267,7 @@ def test_anon_goes_to_swap():
     c = counters(sim)
     swapped = [p for p in range(400) if has2(s, p, st.F2_SWAPPED)]
     assert c["pswpout"] > 0
-    assert len(swapped) == c["pswpout"] == int(s.misc[st.MISC_SWAP_USED])
+    assert len(swapped) == c["pswpout"] == int(s.sys[0]["nr_swap_used"])
     assert c["pgsteal_anon"] == c["pswpout"]
     assert all(not present(s, p) for p in swapped)
     run(sim, [(swapped[0], LOAD)])                  # swap-in: a major fault
@@ -290,8 +290,8 @@ def test_anon_not_reclaimed_without_swap_or_demotion(two_nodes):
     assert c["pgsteal_file"] > 0
     assert c["pgscan_anon"] == 0 and c["pgsteal_anon"] == 0 and c["pswpout"] == 0
     assert c["pgdemote_kswapd"] == 0 and c["pgdemote_direct"] == 0
-    assert all(present(s, p) and int(s.node[p]) == 0 for p in range(100))
-    assert s.lru_size[0, 0] + s.lru_size[0, 1] == 100
+    assert all(present(s, p) and int(s.pages.node[p]) == 0 for p in range(100))
+    assert s.lruvec["lru_size"][0, 0] + s.lruvec["lru_size"][0, 1] == 100
 
 
 def test_anon_beyond_memory_without_swap_is_out_of_memory():
@@ -303,8 +303,8 @@ def test_anon_beyond_memory_without_swap_is_out_of_memory():
     assert c["pswpout"] == 0 and c["pgsteal_anon"] == 0
     assert c["allocstall"] > 0 and c["oom_kill"] == 1
     resident = sum(present(s, p) for p in range(400))
-    assert resident + int(s.free[0]) == 256
-    assert int(s.free[0]) >= s.wmark[0, st.WMARK_MIN]
+    assert resident + int(s.pgdat["free"][0]) == 256
+    assert int(s.pgdat["free"][0]) >= s.pgdat["wmark"][0, st.WMARK_MIN]
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,8 +322,8 @@ def test_direct_reclaim_when_kswapd_cannot_keep_up():
     assert c["pgscan_direct"] > 0 and c["pgsteal_direct"] > 0
     assert c["pgsteal_kswapd"] > 0
     assert c["pgsteal_kswapd"] + c["pgsteal_direct"] == c["pswpout"]
-    assert int(s.free[0]) >= s.wmark[0, st.WMARK_MIN]
-    assert sum(present(s, p) for p in range(1000)) + int(s.free[0]) == 256
+    assert int(s.pgdat["free"][0]) >= s.pgdat["wmark"][0, st.WMARK_MIN]
+    assert sum(present(s, p) for p in range(1000)) + int(s.pgdat["free"][0]) == 256
 
 
 def test_no_direct_reclaim_when_kswapd_keeps_up():
@@ -337,7 +337,7 @@ def test_no_direct_reclaim_when_kswapd_keeps_up():
 
 @pytest.mark.parametrize("demotion", [False, True])
 def test_streaming_mmap_read_larger_than_memory_does_not_oom(demotion):
-    from tierlab.core.engine import OP_STREAM
+    from tierlab.core.ops import OP_STREAM
     if demotion:
         m, kn, region = (machine((1024, 1, DRAM), (4096, 0, CXL)), {"demotion_enabled": 1},
                          Region("m", "file", 3072, "bind", (0,), mapped=True))
@@ -355,5 +355,5 @@ def test_large_folios_never_overcommit_swap():
     with pytest.raises(ConfigError, match="out of memory"):
         run(sim, seq(range(400), STORE))
     s = sim.state
-    assert int(s.misc[st.MISC_SWAP_USED]) <= 6
+    assert int(s.sys[0]["nr_swap_used"]) <= 6
     assert counters(sim)["pswpout"] <= 6

@@ -86,7 +86,8 @@ def state_bytes(nr_pages: int) -> int:
 
 class Simulation:
     def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
-                 sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0):
+                 sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
+                 fast_case: bool = True):
         from .config import check_parts
         checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs)
         self.machine = machine
@@ -96,6 +97,7 @@ class Simulation:
         self.costs = {k: v[0] for k, v in COSTS.items()} | checked.config.costs
         self.sample_interval_ms = checked.config.sample_interval_ms
         self.quantum_us = quantum_us
+        self.fast_case = bool(fast_case)   # False: every access takes the general case (for testing)
         self._regions = checked.regions
         self.nr_pages = checked.nr_pages
         self.nr_accesses = checked.accesses       # the workload's accesses (None: not known up front)
@@ -147,6 +149,7 @@ class Simulation:
         p[P.QUANTUM_NS] = self.quantum_us * 1000
         p[P.SAMPLE_INTERVAL_NS] = self.sample_interval_ms * 1e6
         p[P.SEED] = self.seed
+        p[P.FAST_CASE] = 1.0 if self.fast_case else 0.0
         return p
 
     def set_knobs(self, **knobs) -> None:

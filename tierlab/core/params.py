@@ -37,6 +37,8 @@ ENGINE_NAMES = (
     "quantum_ns",            # scheduler quantum: a task runs this much virtual time before the next is picked
     "sample_interval_ns",    # time-series sampling period (simulated time)
     "seed",
+    "fast_case",             # 1: accesses try access_present()'s fast case first; 0: every access takes the
+                             # general case (same results by construction; the tests check it)
 )
 PARAM_NAMES = KNOB_NAMES + tuple(COSTS) + MACHINE_NAMES + ENGINE_NAMES
 P = IntEnum("P", {n.upper(): i for i, n in enumerate(PARAM_NAMES)})
