@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test bench clean-venv
+.PHONY: venv demo test bench golden clean-venv
 
 venv: $(STAMP)
 
@@ -36,6 +36,10 @@ test: venv
 	status=0; $(PY) -m pytest -q || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
+
+# re-run the canonical runs of tests/golden.py, print old -> new per counter, accept the new values
+golden: venv
+	$(PY) tests/golden.py --accept
 
 bench: venv
 	$(PY) -m tierlab bench

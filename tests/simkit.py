@@ -148,3 +148,49 @@ def has2(s, page, flag):
 
 def present(s, page):
     return has2(s, page, st.F2_PRESENT)
+
+
+# --------------------------------------------------------------------------------------------
+# Accessors for per-page and per-list state. New tests read engine internals only through these, so
+# a change of the state layout (e.g. arrays moving into named groups) is fixed here alone.
+# --------------------------------------------------------------------------------------------
+
+def page_arrays(sim):
+    """Per page: node, flags, flags2, folio order (low nibble) and stamp, as Python lists."""
+    s = sim.state
+    return {"node": s.pages.node.tolist(), "flags": s.pages.flags.tolist(), "flags2": s.pages.flags2.tolist(),
+            "order": (s.pages.order & st.ORDER_MASK).tolist(), "stamp": s.pages.stamp.tolist()}
+
+
+def lru_lists(sim):
+    """[node][lru] -> folio heads, newest first (lru in kernel order: inactive/active anon, file)."""
+    s = sim.state
+    return [[lru_list(s, nid, lru) for lru in range(st.NR_LRU_LISTS)] for nid in range(s.pgdat["free"].shape[0])]
+
+
+def lru_batches(sim):
+    """Per CPU: the folio heads in its lru_add batch, in insertion order."""
+    s = sim.state
+    return [[int(x) for x in s.cpu["lru_batch"][c, :int(s.cpu["lru_batch_len"][c])]] for c in range(s.cpu["lru_batch_len"].shape[0])]
+
+
+def promo_lists(sim):
+    """Per task: the folios on its page-cache promotion list, first to be migrated first."""
+    s = sim.state
+    out = []
+    for t in range(s.task["promo_count"].shape[0]):
+        sent = st.promo_sentinel(s, t)
+        lst, x = [], int(s.pages.next[sent])
+        while x != sent:
+            lst.append(x)
+            x = int(s.pages.next[x])
+        out.append(lst)
+    return out
+
+
+def swap_used(sim):
+    return int(sim.state.sys[0]["nr_swap_used"])
+
+
+def lru_batch_capacity():
+    return st.LRU_BATCH_MAX

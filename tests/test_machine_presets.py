@@ -99,16 +99,60 @@ def test_bergamo_slit_is_the_seeds():
     assert m["distance"] == [[10, 32, 60], [32, 10, 50], [255, 255, 10]]
 
 
-def test_seed000_baseline_is_reproduced_by_the_load_model():
-    """seq_4k_ns is stored unloaded; with the file's c and bandwidth, the model's self-load feedback
-    must give back seed 000's measured 7.5804 s (DRAM) and 9.75 s (CXL) per 128 GiB read."""
-    m = load(MACHINES / "dram-cxl-1tb.toml")
-    c = m["loaded_latency_c"]
+def stream_read_ns_per_page(machine, nid, pages=40_000):
+    """Per-page time of a steady sequential read() of page cache on node `nid`, from the engine: a
+    file bound to the node is read twice with every other cost set to 0, so the second pass costs
+    only cost.py's seq_page_ns() (seq_4k_ns times the loaded-latency factor of the node's
+    bandwidth window). Returns ns per page of the second pass (after the MARK)."""
+    import numpy as np
+
+    from tierlab.api import Simulation
+    from tierlab.core.cost import COSTS
+    from tierlab.core.ops import OP_MARK, OP_READ, OP_STREAM, OP_SYSCALL_END
+    from tierlab.kernel import Kernel
+    from tierlab.workloads.base import Chunk, Region
+
+    from simkit import Scripted
+
+    costs = {k: 0.0 for k in COSTS}
+    costs["util_window_ns"] = COSTS["util_window_ns"][0]
+    sim = Simulation(machine, Kernel(), Scripted([Region("f", "file", pages, "bind", (nid,))]), costs=costs)
+    idx = np.concatenate([np.arange(pages), np.arange(pages)]).astype(np.int64)
+    ops = np.full(2 * pages, OP_READ | OP_STREAM | OP_SYSCALL_END, np.uint8)
+    ops[pages - 1] |= OP_MARK
+    sim.run(chunks=[Chunk(np.array([0, 2 * pages], np.int64), idx, ops)])
+    res = sim.result()
+    assert int(res.node_counters.loc[nid, "pgalloc"]) == pages      # all on the node, nothing reclaimed
+    mark = float(res.marks_s.time_s.iloc[0])
+    return (res.sim_time_s - mark) * 1e9 / pages
+
+
+def seed000_baseline_s():
+    from tierlab.machine import Machine
+
+    m = Machine.load(str(MACHINES / "dram-cxl-1tb.toml")).scaled(1024)
     pages = (128 << 30) // PAGE_SIZE
-    for nd, published in zip(m["nodes"], (7.5804, 9.75)):
-        s, bw = nd["seq_4k_ns"], nd["bandwidth_GBps"]
-        t = s
-        for _ in range(500):  # fixed point of t = s * (1 + c u / (1 - u)), u = (4096 / t) / bw
-            u = min((PAGE_SIZE / t) / bw, 0.99)
-            t = s * (1.0 + c * u / (1.0 - u))
-        assert t * pages / 1e9 == pytest.approx(published, rel=2e-3)
+    out = []
+    for nid, published in ((0, 7.5804), (1, 9.75)):
+        t = stream_read_ns_per_page(m, nid)
+        assert t > m.nodes[nid].seq_4k_ns * 1.002          # the load factor is in effect
+        out.append((t * pages / 1e9, published))
+    return out
+
+
+def test_seed000_baseline_is_reproduced_by_the_load_model():
+    """seq_4k_ns is stored unloaded; with the file's c and bandwidth, the engine's self-load feedback
+    (cost.py, run through a real simulation) must give back seed 000's measured 7.5804 s (DRAM) and
+    9.75 s (CXL) per 128 GiB read, to within the engine's whole-ns clock (see the xfail below)."""
+    for simulated, published in seed000_baseline_s():
+        assert simulated == pytest.approx(published, rel=5e-3)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "engine.run advances the clock by np.int64(cost) per access, dropping the fractional ns: a "
+    "streamed DRAM page costs 225 ns instead of the load model's fixed point 225.93 ns (7.5497 s vs "
+    "7.5804 s, -0.40 %; CXL 290 vs 290.56 ns, 9.7308 s vs 9.75 s, -0.20 %). The preset's seq_4k_ns "
+    "was fitted to the formula, not to the engine."))
+def test_seed000_baseline_is_reproduced_by_the_load_model_to_2e_3():
+    for simulated, published in seed000_baseline_s():
+        assert simulated == pytest.approx(published, rel=2e-3)

@@ -1,0 +1,688 @@
+"""A naive, step-by-step reference model of the classic LRU, reclaim with demotion and the tiering
+promotion decision, in plain Python (lists and dicts, one entry per page), written from the kernel's
+logic as the engine's docstrings describe it (mm/swap.c, mm/workingset.c, mm/vmscan.c,
+mm/page_alloc.c, mm/migrate.c, kernel/sched/fair.c should_numa_migrate_memory(), the page-cache
+promotion RFC). Readable rather than fast; tests/test_refmodel.py compares it with the engine.
+
+The regime in which the comparison is exact: every time-model cost is 0 (all COSTS, and per-node
+seq/line/write ns), so no clock decides anything:
+- every task's clock stays at 0, so the engine runs the lowest-numbered CPU with work first (ties go
+  to CPUs), its tasks round-robin, switching task after an access that woke a kswapd; kswapd (clock
+  >= 0, never below a CPU's) runs only when no task has work left in the chunk, then one
+  SWAP_CLUSTER_MAX batch per step, the node with the smallest kswapd clock first, each step +100 ns;
+- the folio access time and "now" are 0 ms: the hint-fault latency of a folio never stamped is
+  (0 - PAGE_ACCESS_TIME_MASK) & mask = 1, then 0; the 1 s rate-limit window and the
+  threshold-adjustment period never roll over, so the rate limit counts candidates from the start;
+- the NUMA scanner never runs (task runtime stays 0 < its scan period), so there are no hint faults:
+  promotion is exercised through the page-cache path (pagecache_promotion_enabled).
+Hint-fault promotion, loaded latency and everything clock-driven are not covered here; the golden
+counters and the property tests cover them.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from tierlab.core.vmstat import VMSTAT_NAMES
+
+M64 = (1 << 64) - 1
+STAMP_NONE = 0xFFFFFFFF
+SWAP_CLUSTER_MAX = 32
+MAX_RECLAIM_RETRIES = 16
+
+# flags
+REFERENCED, ACTIVE, WORKINGSET, LRU, DIRTY, YOUNG, PROTNONE, ISOLATED = 1, 2, 4, 8, 16, 32, 64, 128
+# flags2
+PRESENT, ANON, MAPPED, SHADOW, SWAPPED, CONTIG, BATCHED = 1, 2, 4, 8, 16, 32, 64
+# ops
+LOAD, STORE, READ, WRITE, KIND, STREAM, SYSCALL_END = 0, 1, 2, 3, 3, 4, 8
+# lists
+INACTIVE_ANON, ACTIVE_ANON, INACTIVE_FILE, ACTIVE_FILE = 0, 1, 2, 3
+WMIN, WLOW, WHIGH, WPROMO = 0, 1, 2, 3
+POLICIES = {"default": 0, "preferred": 1, "bind": 2, "interleave": 3}
+
+
+class OutOfMemory(Exception):
+    pass
+
+
+class RefModel:
+    """machine: a tierlab Machine; regions: Region list; knobs: Kernel knob values (resolved);
+    wmarks: per node (min, low, high, promo); managed: per node pages."""
+
+    def __init__(self, machine, regions, knobs, nr_tasks, seed, wmarks, managed):
+        self.N = machine.nr_nodes
+        self.tier = list(machine.tier_index())
+        self.zonelist = [list(z) for z in machine.zonelists()]
+        self.demote_targets = [list(t) for t in machine.demotion_targets()]
+        cpu_nodes = machine.cpu_nodes()
+        C = max(1, min(len(cpu_nodes), nr_tasks))
+        self.cpu_node = list(cpu_nodes[:C])
+        self.task_cpu = [t % C for t in range(nr_tasks)]
+        self.cpu_next_task = [0] * C
+        self.T = nr_tasks
+        self.k = dict(knobs)
+        self.wmark = [list(w) for w in wmarks]
+        self.managed = list(managed)
+        self.free = list(managed)
+        self.regions = []
+        start = 0
+        for r in regions:
+            kind = "anon" if r.kind == "anon" else ("mapped" if r.mapped else "file")
+            self.regions.append(dict(start=start, end=start + r.pages, kind=kind, policy=r.policy,
+                                     nodes=list(r.nodes), order=r.order))
+            start += r.pages
+        P = start
+        self.node = [-1] * P
+        self.flags = [0] * P
+        self.flags2 = [0] * P
+        self.order = [0] * P
+        self.stamp = [STAMP_NONE] * P
+        self.lru = [[[] for _ in range(4)] for _ in range(self.N)]   # index 0 = head (newest)
+        self.batch = [[] for _ in range(C)]
+        self.promo = [[] for _ in range(nr_tasks)]
+        self.promo_count = [0] * nr_tasks
+        self.last_page = [-2] * nr_tasks
+        self.call_start = [1] * nr_tasks
+        self.counters = [defaultdict(int) for _ in range(self.N)]
+        self.nonresident_age = [0] * self.N
+        self.refault_snap = [[0, 0] for _ in range(self.N)]
+        self.scan_acc = [0.0] * self.N
+        self.kswapd_awake = [False] * self.N
+        self.kswapd_clock = [0] * self.N
+        self.kswapd_failures = [0] * self.N
+        self.kswapd_scanned = [0] * self.N
+        self.last_alloc = [-2] * self.N
+        self.nr_isolated = [0] * self.N
+        self.swap_used = 0
+        self.wakeups = 0
+        # pglist_data promotion state: rate-limit window start/count, threshold, adjust start/count
+        self.nbp = [dict(rl_start=0, rl_nr_cand=0, threshold=0, th_start=0, th_nr_cand=0) for _ in range(self.N)]
+        self.rng = ((seed * 0x9E3779B97F4A7C15) | 1) & M64
+
+    # ---- small helpers ------------------------------------------------------------------------
+    def count(self, nid, name, n=1):
+        self.counters[nid][name] += n
+
+    def nr(self, head):
+        return 1 << self.order[head]
+
+    def head_of(self, page):
+        return page & ~((1 << self.order[page]) - 1)
+
+    def region_of(self, page):
+        for i, r in enumerate(self.regions):
+            if r["start"] <= page < r["end"]:
+                return i
+        raise IndexError(page)
+
+    def lru_pages(self, nid, lru):
+        return sum(self.nr(x) for x in self.lru[nid][lru])
+
+    def node_lru_pages(self, nid):
+        return sum(self.lru_pages(nid, i) for i in range(4))
+
+    def tiering(self):
+        return (int(self.k["numa_balancing"]) & 2) != 0
+
+    def rng_next(self):
+        x = self.rng
+        x ^= x >> 12
+        x ^= (x << 25) & M64
+        x ^= x >> 27
+        self.rng = x
+        return ((x * 2685821657736338717) & M64) >> 11
+
+    # ---- page allocator -----------------------------------------------------------------------
+    def balanced(self, nid):
+        return self.free[nid] >= self.wmark[nid][WPROMO if self.tiering() else WHIGH]
+
+    def wakeup_kswapd(self, nid, now):
+        if self.kswapd_awake[nid] or self.kswapd_failures[nid] >= MAX_RECLAIM_RETRIES or self.balanced(nid):
+            return
+        self.kswapd_awake[nid] = True
+        self.count(nid, "pageoutrun")
+        self.wakeups += 1
+        self.kswapd_clock[nid] = max(self.kswapd_clock[nid], now)
+
+    def watermark_ok(self, nid, nr, mark):
+        return self.free[nid] - nr >= self.wmark[nid][mark]
+
+    def policy_nodes(self, r, cpu_nid, index):
+        reg = self.regions[r]
+        start = cpu_nid
+        if reg["policy"] == "preferred":
+            start = reg["nodes"][0]
+        elif reg["policy"] == "interleave":
+            start = reg["nodes"][index % len(reg["nodes"])]
+        out = list(self.zonelist[start])
+        if reg["policy"] == "bind":
+            out = [n for n in out if n in reg["nodes"]]
+        return out
+
+    def take_pages(self, nid, head, nr):
+        self.free[nid] -= nr
+        for i in range(nr):
+            self.node[head + i] = nid
+        if self.last_alloc[nid] == head - 1:
+            self.flags2[head] |= CONTIG
+        else:
+            self.flags2[head] &= ~CONTIG
+        self.last_alloc[nid] = head + nr - 1
+        self.count(nid, "pgalloc", nr)
+
+    def free_folio(self, head):
+        self.free[self.node[head]] += self.nr(head)
+        self.count(self.node[head], "pgfree", self.nr(head))
+
+    def alloc_folio(self, r, cpu, head, nr):
+        cpu_nid = self.cpu_node[cpu]
+        cands = self.policy_nodes(r, cpu_nid, head - self.regions[r]["start"])
+        for n in cands:
+            if self.watermark_ok(n, nr, WLOW):
+                return n
+        for n in cands:
+            self.wakeup_kswapd(n, 0)
+        nid = next((n for n in cands if self.watermark_ok(n, nr, WMIN)), -1)
+        retries = 0
+        while nid < 0 and retries < MAX_RECLAIM_RETRIES:
+            if retries == 0:
+                self.lru_add_drain_cpu(cpu)
+            self.count(cpu_nid, "allocstall")
+            got = self.direct_reclaim(cands)
+            nid = next((n for n in cands if self.watermark_ok(n, nr, WMIN)), -1)
+            if got == 0:
+                break
+            retries += 1
+        if nid < 0:
+            self.count(cpu_nid, "oom_kill")
+        return nid
+
+    # ---- LRU (mm/swap.c, mm/workingset.c) ----------------------------------------------------
+    def folio_lru(self, head):
+        return (0 if self.flags2[head] & ANON else 2) + (1 if self.flags[head] & ACTIVE else 0)
+
+    def lruvec_add(self, head):
+        self.lru[self.node[head]][self.folio_lru(head)].insert(0, head)
+        self.flags[head] |= LRU
+
+    def lruvec_del(self, head):
+        self.lru[self.node[head]][self.folio_lru(head)].remove(head)
+        self.flags[head] &= ~LRU
+
+    def lru_add_drain_cpu(self, cpu):
+        for h in self.batch[cpu]:
+            self.flags2[h] &= ~BATCHED
+            self.lruvec_add(h)
+        self.batch[cpu] = []
+
+    def folio_add_lru(self, cpu, head):
+        self.flags2[head] |= BATCHED
+        self.batch[cpu].append(head)
+        if len(self.batch[cpu]) >= self.k["lru_batch_size"] or self.nr(head) > 1:
+            self.lru_add_drain_cpu(cpu)
+
+    def folio_mark_accessed(self, head):
+        """True when already referenced and active (where the promotion hook sits)."""
+        f = self.flags[head]
+        if not f & REFERENCED:
+            self.flags[head] |= REFERENCED
+            return False
+        if not f & ACTIVE:
+            if f & LRU:                      # folio_activate()
+                self.lruvec_del(head)
+                self.flags[head] |= ACTIVE
+                self.lruvec_add(head)
+                self.count(self.node[head], "pgactivate", self.nr(head))
+            elif self.flags2[head] & BATCHED:
+                self.flags[head] |= ACTIVE   # __lru_cache_activate_folio()
+            self.flags[head] &= ~REFERENCED
+            self.nonresident_age[self.node[head]] += self.nr(head)   # workingset_activation()
+            return False
+        return True
+
+    def can_swap(self):
+        return self.swap_used < self.k["swap_size"]
+
+    def workingset_eviction(self, head):
+        nid, nr = self.node[head], self.nr(head)
+        age = self.nonresident_age[nid] & 0xFFFFFFFF
+        self.nonresident_age[nid] += nr
+        mark = SWAPPED if self.flags2[head] & ANON else SHADOW
+        ws = self.flags[head] & WORKINGSET
+        for i in range(nr):
+            self.stamp[head + i] = age
+            self.flags2[head + i] |= mark
+            self.flags[head + i] = ws
+            self.order[head + i] = 0
+
+    def workingset_refault(self, head, new_nid, evict_nid):
+        nr = self.nr(head)
+        anon = bool(self.flags2[head] & ANON)
+        typ = "anon" if anon else "file"
+        had_ws = bool(self.flags[head] & WORKINGSET)
+        self.flags[head] &= ~WORKINGSET
+        self.count(new_nid, f"workingset_refault_{typ}", nr)
+        distance = ((self.nonresident_age[evict_nid] & 0xFFFFFFFF) - self.stamp[head]) & 0xFFFFFFFF
+        ws = self.lru_pages(evict_nid, ACTIVE_FILE)
+        if anon:
+            ws += self.lru_pages(evict_nid, INACTIVE_FILE)
+        if self.can_swap():
+            ws += self.lru_pages(evict_nid, ACTIVE_ANON)
+            if not anon:
+                ws += self.lru_pages(evict_nid, INACTIVE_ANON)
+        if distance > ws:
+            return
+        self.flags[head] |= ACTIVE
+        self.nonresident_age[evict_nid] += nr
+        self.count(new_nid, f"workingset_activate_{typ}", nr)
+        if had_ws:
+            self.flags[head] |= WORKINGSET
+            self.count(new_nid, f"workingset_restore_{typ}", nr)
+
+    def inactive_is_low(self, nid, file):
+        base = 2 if file else 0
+        inactive, active = self.lru_pages(nid, base), self.lru_pages(nid, base + 1)
+        gb = (inactive + active) >> 18
+        ratio = int((10.0 * gb) ** 0.5) if gb > 0 else 1
+        return inactive * ratio < active
+
+    # ---- reclaim (mm/vmscan.c) ----------------------------------------------------------------
+    def can_demote(self, nid):
+        return bool(self.k["demotion_enabled"]) and len(self.demote_targets[nid]) > 0
+
+    def shrink_active_list(self, nid, lru, nr_to_scan):
+        scanned = 0
+        lst = self.lru[nid][lru]
+        while scanned < nr_to_scan and lst:
+            x = lst[-1]
+            self.lruvec_del(x)
+            scanned += self.nr(x)
+            self.flags[x] = (self.flags[x] & ~(ACTIVE | YOUNG)) | WORKINGSET
+            self.lruvec_add(x)
+            self.count(nid, "pgdeactivate", self.nr(x))
+        self.count(nid, "pgrefill", scanned)
+
+    def folio_check_references(self, x):
+        f = self.flags[x]
+        young = bool(f & YOUNG) and bool(self.flags2[x] & MAPPED)
+        ref = bool(f & REFERENCED)
+        f &= ~(YOUNG | REFERENCED)
+        if young:
+            self.flags[x] = f | REFERENCED
+            return "activate" if ref else "keep"
+        self.flags[x] = f
+        return "reclaim_clean" if ref and not self.flags2[x] & ANON else "reclaim"
+
+    def move_isolated_folio(self, x, dst):
+        src, nr = self.node[x], self.nr(x)
+        self.free[src] += nr
+        self.count(src, "pgfree", nr)
+        self.take_pages(dst, x, nr)
+        self.flags[x] &= ~ISOLATED
+        self.lruvec_add(x)
+        self.count(dst, "pgmigrate_success", nr)
+
+    def demote_folio(self, nid, x, now):
+        nr = self.nr(x)
+        targets = self.demote_targets[nid]
+        if not targets:
+            return 0
+        dst = targets[self.rng_next() % len(targets)]
+        if not self.watermark_ok(dst, nr, WMIN):
+            self.wakeup_kswapd(dst, now)
+            dst = next((c for c in range(self.N) if self.tier[c] > self.tier[nid]
+                        and self.watermark_ok(c, nr, WMIN)), -1)
+            if dst < 0:
+                self.count(nid, "pgmigrate_fail", nr)
+                return 0
+        elif self.free[dst] - nr < self.wmark[dst][WLOW]:
+            self.wakeup_kswapd(dst, now)
+        self.flags[x] |= ISOLATED
+        self.move_isolated_folio(x, dst)
+        return nr
+
+    def reclaim_folio(self, nid, x):
+        nr = self.nr(x)
+        if self.flags2[x] & ANON:
+            if self.swap_used + nr > self.k["swap_size"]:
+                return 0
+            self.swap_used += nr
+            self.count(nid, "pswpout", nr)
+        elif self.flags[x] & DIRTY:
+            self.count(nid, "pgpgout", 4 * nr)
+        self.free_folio(x)
+        self.flags2[x] &= ~(PRESENT | MAPPED)
+        self.workingset_eviction(x)
+        return nr
+
+    def shrink_inactive_list(self, nid, lru, nr_to_scan, kswapd, now):
+        lst = self.lru[nid][lru]
+        isolated, scanned = [], 0
+        while scanned < nr_to_scan and lst:
+            x = lst[-1]
+            self.lruvec_del(x)
+            scanned += self.nr(x)
+            isolated.append(x)
+        who = "kswapd" if kswapd else "direct"
+        typ = "file" if lru == INACTIVE_FILE else "anon"
+        self.count(nid, f"pgscan_{who}", scanned)
+        self.count(nid, f"pgscan_{typ}", scanned)
+        reclaimed = demoted = 0
+        for x in isolated:
+            nr = self.nr(x)
+            verdict = self.folio_check_references(x)
+            if verdict == "activate":
+                self.flags[x] |= ACTIVE
+                self.count(nid, "pgactivate", nr)
+                self.lruvec_add(x)
+                continue
+            if verdict == "keep":
+                self.lruvec_add(x)
+                continue
+            if self.can_demote(nid):
+                got = self.demote_folio(nid, x, now)
+                if got:
+                    demoted += got
+                    reclaimed += got
+                    continue
+            got = self.reclaim_folio(nid, x)
+            if got == 0:                    # no swap space: activated
+                self.flags[x] |= ACTIVE
+                self.count(nid, "pgactivate", nr)
+                self.lruvec_add(x)
+                continue
+            reclaimed += got
+        self.count(nid, f"pgsteal_{who}", reclaimed)
+        self.count(nid, f"pgsteal_{typ}", reclaimed)
+        self.count(nid, f"pgdemote_{who}", demoted)
+        return reclaimed
+
+    def reclaim_batch(self, nid, kswapd, now):
+        anon_ok = self.can_swap() or self.can_demote(nid)
+        act_anon = self.counters[nid]["workingset_activate_anon"]
+        act_file = self.counters[nid]["workingset_activate_file"]
+        deact_file = self.inactive_is_low(nid, True) or act_file != self.refault_snap[nid][1]
+        deact_anon = anon_ok and (self.inactive_is_low(nid, False) or act_anon != self.refault_snap[nid][0])
+        self.refault_snap[nid] = [act_anon, act_file]
+        if deact_file:
+            self.shrink_active_list(nid, ACTIVE_FILE, SWAP_CLUSTER_MAX)
+        inact_file = self.lru_pages(nid, INACTIVE_FILE)
+        file_total = inact_file + self.lru_pages(nid, ACTIVE_FILE)
+        anon_total = self.lru_pages(nid, INACTIVE_ANON) + self.lru_pages(nid, ACTIVE_ANON)
+        if not anon_ok or anon_total == 0:
+            scan_file = True
+        elif file_total == 0:
+            scan_file = False
+        elif inact_file > 0 and not deact_file:
+            scan_file = True                                    # cache_trim_mode
+        elif file_total + self.free[nid] <= self.wmark[nid][WHIGH]:
+            scan_file = False
+        else:
+            self.scan_acc[nid] += self.k["swappiness"]
+            if self.scan_acc[nid] >= 200.0:
+                self.scan_acc[nid] -= 200.0
+                scan_file = False
+            else:
+                scan_file = True
+        reclaimed = scanned = 0
+        for _attempt in range(2):
+            lru = INACTIVE_FILE if scan_file else INACTIVE_ANON
+            before = self.lru_pages(nid, lru)
+            if before > 0:
+                reclaimed += self.shrink_inactive_list(nid, lru, SWAP_CLUSTER_MAX, kswapd, now)
+                scanned += min(before, SWAP_CLUSTER_MAX)
+            if scanned > 0 or not anon_ok:
+                break
+            scan_file = not scan_file
+        if anon_ok and (deact_anon or self.inactive_is_low(nid, False)):
+            self.shrink_active_list(nid, ACTIVE_ANON, SWAP_CLUSTER_MAX)
+        elif scanned == 0 and self.lru_pages(nid, ACTIVE_FILE) > 0:
+            self.shrink_active_list(nid, ACTIVE_FILE, SWAP_CLUSTER_MAX)
+            scanned += 1
+        return reclaimed, scanned
+
+    def kswapd_step(self, nid):
+        now = self.kswapd_clock[nid]
+        if self.balanced(nid):
+            self.kswapd_awake[nid] = False
+            return
+        reclaimed, scanned = self.reclaim_batch(nid, True, now)
+        if reclaimed > 0:
+            self.kswapd_failures[nid] = 0
+            self.kswapd_scanned[nid] = 0
+        else:
+            self.kswapd_scanned[nid] += max(scanned, 1)
+            if self.kswapd_scanned[nid] > 2 * self.node_lru_pages(nid) + SWAP_CLUSTER_MAX:
+                self.kswapd_failures[nid] += 1
+                self.kswapd_scanned[nid] = 0
+                self.kswapd_awake[nid] = False
+        self.kswapd_clock[nid] = now + 100          # max(cost, 100 ns) with every cost 0
+        if self.balanced(nid):
+            self.kswapd_awake[nid] = False
+
+    def direct_reclaim(self, cands):
+        total = 0
+        for nid in cands:
+            scanned = 0
+            budget = 2 * self.node_lru_pages(nid) + SWAP_CLUSTER_MAX
+            while total < SWAP_CLUSTER_MAX and scanned < budget:
+                r, sc = self.reclaim_batch(nid, False, 0)
+                total += r
+                if sc == 0 and r == 0:
+                    break
+                scanned += max(sc, 1)
+                if r > 0:
+                    self.kswapd_failures[nid] = 0
+            if total >= SWAP_CLUSTER_MAX:
+                break
+        return total
+
+    # ---- promotion (kernel/sched/fair.c, mm/migrate.c, the page-cache RFC) --------------------
+    def should_numa_migrate_memory(self, head, dst, nr, ms):
+        if self.managed[dst] == 0:
+            return False
+        if self.free[dst] > self.wmark[dst][WPROMO] + max(262144, self.managed[dst] >> 4):
+            self.nbp[dst]["threshold"] = 0
+            self.count(dst, "pgpromote_candidate_nrl", nr)
+            return True
+        def_th = int(self.k["hot_threshold_ms"])
+        rate_limit = int(self.k["promote_rate_limit_MBps"]) << 8
+        b = self.nbp[dst]
+        period = int(self.k["scan_period_max_ms"])
+        if ms - b["th_start"] > period:            # numa_promotion_adjust_threshold()
+            b["th_start"] = ms
+            ref_cand = rate_limit * period // 1000
+            diff = self.counters[dst]["pgpromote_candidate"] - b["th_nr_cand"]
+            unit = def_th * 2 // 16
+            th = b["threshold"] or def_th
+            if diff > ref_cand * 11 // 10:
+                th = max(th - unit, unit)
+            elif diff < ref_cand * 9 // 10:
+                th = min(th + unit, def_th * 2)
+            b["th_nr_cand"] = self.counters[dst]["pgpromote_candidate"]
+            b["threshold"] = th
+        th = b["threshold"] or def_th
+        mask = (1 << int(self.k["access_time_bits"])) - 1
+        last = self.stamp[head] & mask             # numa_hint_fault_latency(): xchg the access time
+        self.stamp[head] = ms & mask
+        if ((ms - last) & mask) >= th:
+            return False
+        self.count(dst, "pgpromote_candidate", nr)  # numa_promotion_rate_limit()
+        nr_cand = self.counters[dst]["pgpromote_candidate"]
+        if ms - b["rl_start"] > 1000:
+            b["rl_start"] = ms
+            b["rl_nr_cand"] = nr_cand
+        return not (nr_cand - b["rl_nr_cand"] >= rate_limit)
+
+    def promotion_candidate(self, task, cpu_nid, head):
+        nid = self.node[head]
+        if self.tier[nid] == 0:
+            return
+        nr = self.nr(head)
+        if int(self.k["pagecache_promotion_cap"]) == 0 and self.promo_count[task] >= int(self.k["promote_rate_limit_MBps"]):
+            self.count(nid, "promote_deferred_pages", nr)
+            return
+        self.count(cpu_nid, "numa_hint_page_cache")     # numa_migrate_check(), vmf == NULL
+        if nid == cpu_nid:
+            self.count(cpu_nid, "numa_hint_page_cache_local")
+        if not self.should_numa_migrate_memory(head, cpu_nid, nr, 0) or cpu_nid == nid:
+            return
+        # migrate_misplaced_folio_prepare()
+        if not self.free[cpu_nid] >= self.wmark[cpu_nid][WHIGH] + nr:
+            self.wakeup_kswapd(cpu_nid, 0)
+            return
+        if not self.flags[head] & LRU or self.flags[head] & ISOLATED:
+            return
+        self.lruvec_del(head)
+        self.flags[head] |= ISOLATED
+        self.nr_isolated[nid] += nr
+        if int(self.k["pagecache_promotion_order"]) == 1:
+            self.promo[task].insert(0, head)             # list_add
+        else:
+            self.promo[task].append(head)                # list_add_tail
+        self.promo_count[task] += nr
+
+    def task_numa_promotion_work(self, task, dst):
+        for x in self.promo[task]:
+            nr, src = self.nr(x), self.node[x]
+            self.nr_isolated[src] -= nr
+            if not self.watermark_ok(dst, nr, WMIN):     # migrate_misplaced_folio() fails
+                self.flags[x] &= ~ISOLATED
+                self.lruvec_add(x)
+                self.count(src, "pgmigrate_fail", nr)
+                self.count(src, "promote_putback_pages", nr)
+                continue
+            self.move_isolated_folio(x, dst)
+            self.count(dst, "numa_pages_migrated", nr)
+            if self.tier[dst] == 0 and self.tier[src] != 0:
+                self.count(dst, "pgpromote_success", nr)
+        self.promo[task] = []
+        self.promo_count[task] = 0
+
+    # ---- faults and accesses (mm/memory.c, mm/filemap.c) --------------------------------------
+    def folio_order_for(self, r, page):
+        reg = self.regions[r]
+        order = reg["order"]
+        anon = reg["kind"] == "anon"
+        while order > 0:
+            if not (anon and order == 1):
+                nr = 1 << order
+                head = page & ~(nr - 1)
+                if head >= reg["start"] and head + nr <= reg["end"] and \
+                        not any(self.flags2[head + i] & (PRESENT | MAPPED) for i in range(nr)):
+                    return order
+            order -= 1
+        return 0
+
+    def fault_in(self, task, cpu, page, op):
+        r = self.region_of(page)
+        anon = self.regions[r]["kind"] == "anon"
+        kind = op & KIND
+        cpu_nid = self.cpu_node[cpu]
+        if anon and kind == LOAD and not self.flags2[page] & SWAPPED:
+            if not self.flags2[page] & MAPPED:           # map the shared zero page
+                self.flags2[page] |= MAPPED
+                self.count(cpu_nid, "pgfault")
+            return
+        order = self.folio_order_for(r, page)
+        nr = 1 << order
+        head = page & ~(nr - 1)
+        evict_nid = self.node[page]
+        refault = bool(self.flags2[page] & (SHADOW | SWAPPED))
+        shadow_age = self.stamp[page]
+        shadow_ws = self.flags[page] & WORKINGSET
+        nid = self.alloc_folio(r, cpu, head, nr)
+        if nid < 0:
+            raise OutOfMemory(page)
+        nr_swapped = 0
+        for i in range(nr):
+            self.order[head + i] = order
+            if self.flags2[head + i] & SWAPPED:
+                nr_swapped += 1
+            if i > 0:
+                self.flags2[head + i] = ANON if anon else 0
+                self.flags[head + i] = 0
+        self.take_pages(nid, head, nr)
+        self.flags2[head] = PRESENT | (self.flags2[head] & CONTIG) | (ANON if anon else 0)
+        self.flags[head] = shadow_ws if refault else 0
+        if refault:
+            self.stamp[head] = shadow_age
+            self.workingset_refault(head, nid, evict_nid)
+        self.stamp[head] = STAMP_NONE
+        if anon:
+            self.count(cpu_nid, "pgfault")
+            if nr_swapped:
+                self.swap_used -= nr_swapped
+                self.count(cpu_nid, "pgmajfault")
+                self.count(nid, "pswpin", nr_swapped)
+            self.flags2[head] |= MAPPED
+        else:
+            self.count(nid, "pgpgin", 4 * nr)
+            if kind <= STORE:
+                self.count(cpu_nid, "pgfault")
+                self.count(cpu_nid, "pgmajfault")
+                self.flags2[head] |= MAPPED
+        self.folio_add_lru(cpu, head)
+
+    def access(self, task, cpu, page, op):
+        head = self.head_of(page)
+        if not self.flags2[head] & PRESENT:
+            self.fault_in(task, cpu, page, op)
+            head = self.head_of(page)
+            if not self.flags2[head] & PRESENT:
+                return                                   # the zero page
+        kind = op & KIND
+        if kind >= READ:
+            same = self.call_start[task] != 0 and self.head_of(self.last_page[task]) == head
+            self.call_start[task] = 1 if op & SYSCALL_END else 0
+            if not same and self.folio_mark_accessed(head):
+                if self.tiering() and not self.flags[head] & ISOLATED and self.k["pagecache_promotion_enabled"]:
+                    self.promotion_candidate(task, self.cpu_node[cpu], head)
+            self.last_page[task] = page
+            if kind == WRITE:
+                self.flags[head] |= DIRTY
+            return
+        if not self.flags2[head] & MAPPED:
+            self.flags2[head] |= MAPPED
+            self.count(self.cpu_node[cpu], "pgfault")
+        assert not self.flags[head] & PROTNONE, "hint faults are outside the reference model's regime"
+        self.flags[head] |= YOUNG
+        if kind == STORE:
+            self.flags[head] |= DIRTY
+
+    # ---- the scheduler, in the all-costs-zero regime ------------------------------------------
+    def run_chunk(self, per_task):
+        """per_task: one list of (page, op) per task. Runs the chunk as the engine does with every
+        clock at 0, then kswapd until every node sleeps."""
+        pos = [0] * self.T
+        while True:
+            cpu = next((c for c in range(len(self.cpu_node))
+                        if any(self.task_cpu[t] == c and pos[t] < len(per_task[t]) for t in range(self.T))), -1)
+            if cpu < 0:
+                break
+            t = next(((self.cpu_next_task[cpu] + k) % self.T for k in range(self.T)
+                      if self.task_cpu[(self.cpu_next_task[cpu] + k) % self.T] == cpu
+                      and pos[(self.cpu_next_task[cpu] + k) % self.T] < len(per_task[(self.cpu_next_task[cpu] + k) % self.T])))
+            self.cpu_next_task[cpu] = (t + 1) % self.T
+            wakeups = self.wakeups
+            while pos[t] < len(per_task[t]):
+                page, op = per_task[t][pos[t]]
+                pos[t] += 1
+                self.access(t, cpu, page, op)
+                if op & SYSCALL_END and self.promo_count[t] > 0:
+                    self.task_numa_promotion_work(t, self.cpu_node[cpu])
+                if self.wakeups != wakeups:
+                    break
+        while any(self.kswapd_awake):
+            nid = min((n for n in range(self.N) if self.kswapd_awake[n]), key=lambda n: (self.kswapd_clock[n], n))
+            self.kswapd_step(nid)
+
+    # ---- views for the comparison -------------------------------------------------------------
+    def node_counters(self):
+        return [{k: v for k, v in c.items() if v} for c in self.counters]
+
+
+def check_counter_names(model):
+    for c in model.counters:
+        for k in c:
+            assert k in VMSTAT_NAMES, k
