@@ -50,11 +50,6 @@ def test_the_scenario_demotes_and_promotes(jit_run):
     assert c["pgpromote_success"] > 0 and c["numa_hint_faults"] > 0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the engine does not run without the JIT: state.lru_sentinel() computes "
-    "s.pages.node.shape[0] + nid * NR_LRU_LISTS + lru with nid an np.int8 read from s.pages.node, which NumPy 2 "
-    "(NEP 50) keeps int8, so 'Python int 320 + int8' raises OverflowError: Python integer 320 out of "
-    "bounds for int8 (first lru_add drain); numba promotes int8 to int64 and never sees it"))
 def test_counters_equal_without_jit(jit_run):
     nojit = run(jit=False)
     assert nojit == jit_run

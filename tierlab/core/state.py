@@ -279,8 +279,12 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     sysrec = np.zeros(1, SYS_DTYPE)
     sysrec["next_sample"] = first_sample_ns
     sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
-    return SimState(pages=pages, regions=regions, pgdat=pgdat, lruvec=np.zeros(N, LRUVEC_DTYPE),
-                    mem=memarr, zonelist=zl, demote_target=dt, cpu=cpu, task=task, mm=mm, sys=sysrec,
+    # record arrays viewed as np.recarray: `s.pgdat[nid].free` then reads and writes the same way in
+    # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)
+    rec = lambda a: a.view(np.recarray)  # noqa: E731
+    return SimState(pages=pages, regions=regions, pgdat=rec(pgdat), lruvec=rec(np.zeros(N, LRUVEC_DTYPE)),
+                    mem=rec(memarr), zonelist=zl, demote_target=dt, cpu=rec(cpu), task=rec(task), mm=rec(mm),
+                    sys=rec(sysrec),
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
                     samples=np.zeros((sample_rows, sample_cols), np.int64))
@@ -309,7 +313,8 @@ def nr_pages(s):
 
 @jit_inline
 def lru_sentinel(s, nid, lru):
-    return s.pages.node.shape[0] + nid * NR_LRU_LISTS + lru
+    # nid is often an int8 read from pages.node: widen it (numba would; plain NumPy 2 would overflow)
+    return s.pages.node.shape[0] + np.int64(nid) * NR_LRU_LISTS + lru
 
 
 @jit
