@@ -454,13 +454,13 @@ def test_fork_continues_bit_identically():
             run(x, seq(range(600), READ))
 
     orig = setup()
-    before = [a.copy() for a in orig.state]
+    before = [a.copy() for _, a in st.state_arrays(orig.state)]
     fork = orig.fork()
     more(fork)
     scratch = setup()
     more(scratch)
-    for a, b in zip(fork.state, scratch.state):
-        assert np.array_equal(a, b)
-    for a, b in zip(orig.state, before):
-        assert np.array_equal(a, b)
+    for (name, a), (_, b) in zip(st.state_arrays(fork.state), st.state_arrays(scratch.state)):
+        assert np.array_equal(a, b), name
+    for (name, a), b in zip(st.state_arrays(orig.state), before):
+        assert np.array_equal(a, b), name
     assert fork.state.counters[:, VMSTAT_NAMES.index("pgpromote_success")].sum() > 0

@@ -297,9 +297,8 @@ def check_invariants(sim):
 
 
 def state_snapshot(sim):
-    s = sim.state
-    return {k: getattr(s, k).copy() for k in ("node", "flags", "flags2", "prev", "next", "stamp", "free",
-                                               "lru_size", "counters", "cpu_clock", "kswapd_clock")}
+    """Every array of the state, by its dotted name (pages.flags, pgdat, ...)."""
+    return {k: a.copy() for k, a in st.state_arrays(sim.state)}
 
 
 # --------------------------------------------------------------------------------------------
