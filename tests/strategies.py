@@ -15,7 +15,7 @@ from hypothesis import strategies as hs
 
 from simkit import CXL, DRAM
 from tierlab.api import Simulation
-from tierlab.core.cost import COSTS
+from tierlab.core.costs import COSTS
 from tierlab.core.ops import OP_LOAD, OP_READ, OP_STORE, OP_SYSCALL_END, OP_WRITE
 from tierlab.kernel import Kernel
 from tierlab.machine import Machine

@@ -107,7 +107,7 @@ def stream_read_ns_per_page(machine, nid, pages=40_000):
     import numpy as np
 
     from tierlab.api import Simulation
-    from tierlab.core.cost import COSTS
+    from tierlab.core.costs import COSTS
     from tierlab.core.ops import OP_MARK, OP_READ, OP_STREAM, OP_SYSCALL_END
     from tierlab.kernel import Kernel
     from tierlab.workloads.base import Chunk, Region

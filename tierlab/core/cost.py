@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
-from .costs import COSTS, cost_defaults  # noqa: F401  (the constants' table; re-exported)
 
 from .params import P
 

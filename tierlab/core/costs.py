@@ -47,7 +47,3 @@ COSTS = {
                         "are a demand miss. -1 means 'one idle cache-line latency of the node'."),
     "util_window_ns": (100_000.0, "ns", "bandwidth accounting window for the loaded-latency model."),
 }
-
-
-def cost_defaults() -> dict:
-    return {k: v[0] for k, v in COSTS.items()}

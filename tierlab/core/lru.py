@@ -21,9 +21,9 @@ from ._jit import jit, jit_inline
 
 from .params import P
 from .state import (
-    F2_ANON, F2_BATCHED, F2_PRESENT, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON,
-    LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, PG_ACTIVE, PG_LRU, PG_REFERENCED,
-    PG_WORKINGSET, folio_lru, folio_nr_pages, list_add, list_del, lru_sentinel,
+    F2_ANON, F2_BATCHED, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
+    LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, PG_ACTIVE, PG_LRU, PG_REFERENCED, PG_WORKINGSET,
+    folio_lru, folio_nr_pages, list_add, list_del, lru_sentinel,
 )
 from .vmstat import Vm
 
@@ -178,8 +178,3 @@ def inactive_is_low(s, nid, file):
 def node_lru_pages(s, nid):
     return (s.lruvec[nid].lru_size[LRU_INACTIVE_ANON] + s.lruvec[nid].lru_size[LRU_ACTIVE_ANON]
             + s.lruvec[nid].lru_size[LRU_INACTIVE_FILE] + s.lruvec[nid].lru_size[LRU_ACTIVE_FILE])
-
-
-@jit
-def page_present(s, page):
-    return (s.pages.flags2[page] & F2_PRESENT) != 0

@@ -6,8 +6,6 @@ through page tables, READ/WRITE through read()/write() of the page cache -- and 
 runs), MARK (record the task's clock, e.g. at the end of a cycle), PAGE (a load copies the whole
 4 KiB page rather than one cache line).
 """
-import numpy as np
-
 OP_LOAD = 0
 OP_STORE = 1
 OP_READ = 2
@@ -17,7 +15,6 @@ OP_STREAM = 4        # part of a sequential stream: readahead serves its misses
 OP_SYSCALL_END = 8
 OP_MARK = 16
 OP_PAGE = 32         # a load through page tables that reads the whole 4 KiB page (not one line)
-OP_DTYPE = np.uint8
 
 # What engine.access_present() could not finish on its own (the fast case stops *before* any side
 # effect and the general case, engine.access_slow(), takes the access from the start). A mechanism

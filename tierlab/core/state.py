@@ -306,10 +306,6 @@ def state_arrays(s: SimState):
             yield name, part
 
 
-@jit_inline
-def nr_pages(s):
-    return s.pages.node.shape[0]
-
 
 @jit_inline
 def lru_sentinel(s, nid, lru):
@@ -362,14 +358,6 @@ def list_del(s, x):
     pg.next[x] = -1
 
 
-@jit
-def list_empty(s, head):
-    return s.pages.next[head] == head
-
-
-@jit_inline
-def folio_order(s, page):
-    return np.int64(s.pages.order[np.uint64(page)] & ORDER_MASK)
 
 
 @jit_inline
