@@ -78,6 +78,34 @@ def access_slow(s, p, task, cpu, page, op, clock, scratch, cands):
     return cost, True
 
 
+@jit
+def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
+    """A run of accesses that `access_present()`'s fast case finishes, in a loop of its own: the
+    common case (a re-read of a cached file, loads of resident memory) then runs without the
+    general case's code around it, which costs registers and so time even when it is not taken.
+    Stops before a MARK, before an access the fast case cannot finish, once the clock reaches the
+    quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
+    promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
+    access (after_access)."""
+    syscall_ns = np.int64(p[P.SYSCALL_NS])
+    pending = False
+    while pos < end and clock < limit and clock < scan_at:
+        op = ops[np.uint64(pos)]
+        if op & OP_MARK:
+            break
+        cost, why = access_present(s, p, task, cpu_nid, pages[np.uint64(pos)], op, clock, 0.0, True)
+        if why != ACCESS_DONE:
+            break
+        pos += 1
+        clock += np.int64(cost)
+        if op & OP_SYSCALL_END:
+            clock += syscall_ns
+            if s.task[task].promo_count > 0:
+                pending = True
+                break
+    return pos, clock, pending
+
+
 @jit_inline
 def scan_tick_at(s, task, start):
     """The clock at which the task's runtime reaches its next NUMA scan stamp, for a quantum that
@@ -210,7 +238,25 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         end = offsets[t + 1]
         status = STATUS_DONE
         scan_at = scan_tick_at(s, t, start) if numa_on else INF
+        skip = 0           # accesses to take here before trying fast_run again
+        backoff = 16
         while pos < end:
+            if skip > 0:
+                skip -= 1
+            elif fast_case:
+                before = pos
+                pos, clock, pending = fast_run(s, p, t, cpu_nid, pages, ops, pos, end, clock, limit, scan_at)
+                if pos != before:
+                    clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, pending)
+                    if pos >= end or clock >= limit:
+                        break
+                    backoff = 16
+                else:
+                    # runs of faults or promotion candidates are common (a first read of a file
+                    # faults page after page): take accesses here before trying fast_run again,
+                    # twice as many after each futile try
+                    skip = backoff
+                    backoff = min(backoff * 2, 4096)
             op = ops[np.uint64(pos)]
             if (op & OP_MARK) and s.task[t].nr_marks >= s.marks.shape[1]:
                 status = STATUS_MARKS_FULL          # the caller grows `marks` and resumes here
