@@ -13,8 +13,8 @@ import tierlab
 from tierlab.cli import main
 from tierlab.core import reference
 from tierlab.trace import (
-    ORACLE_GENERAL_DTYPE, PageIds, StackDistances, Trace, TraceFile, cachesim, load_trace, lru_mrc,
-    save_trace, save_trace_chunks,
+    PageIds, StackDistances, Trace, TraceFile, cachesim, load_trace, lru_mrc,
+    save_trace, save_trace_chunks, write_oracle_general,
 )
 
 
@@ -24,15 +24,6 @@ def trace_of(pages, count=None) -> Trace:
     return Trace(np.zeros(n, np.int32), page, np.zeros(n, np.uint8),
                  np.ones(n, np.uint32) if count is None else np.asarray(count, np.uint32), {})
 
-
-def write_oracle_general(path, pages) -> None:
-    """libCacheSim's format with unit-size objects: its cache size is then in objects."""
-    rec = np.zeros(len(pages), ORACLE_GENERAL_DTYPE)
-    rec["clock_time"] = np.arange(len(pages))
-    rec["obj_id"] = np.asarray(pages, np.int64).view(np.uint64)
-    rec["obj_size"] = 1
-    rec["next_access_vtime"] = -1
-    rec.tofile(path)
 
 
 def zipf_pages(n, n_pages, seed):

@@ -236,10 +236,10 @@ def test_bench_measure_and_format():
     assert "random-read" in text and "skipped" in text and "cold 60.0 s" in text
 
 
-def test_bench_libcachesim_fallback_matches():
+def test_bench_libcachesim_comparison_matches():
     pytest.importorskip("libcachesim")
     from tierlab import bench
-    r = bench.compare_with_libcachesim_local(50_000, 5_000, 500)
+    r = bench.compare_with_libcachesim(50_000, 5_000, 500)
     assert r["tierlab_miss_ratio"] == r["libcachesim_miss_ratio"] and r["speedup"] > 0
 
 

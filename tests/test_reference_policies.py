@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tierlab.core import reference as ref
 from tierlab.errors import ConfigError
-from tierlab.trace import ORACLE_GENERAL_DTYPE
+from tierlab.trace import write_oracle_general
 
 BELADY = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5]
 
@@ -163,14 +163,6 @@ def test_rejects_non_integer_pages():
 
 
 
-def _write_oracle_general(pages, path):
-    rec = np.zeros(len(pages), dtype=ORACLE_GENERAL_DTYPE)
-    rec["clock_time"] = np.arange(len(pages))
-    rec["obj_id"] = np.asarray(pages, dtype=np.int64).view(np.uint64)
-    rec["obj_size"] = 1  # cache size in bytes == capacity in objects
-    rec["next_access_vtime"] = -1
-    rec.tofile(path)
-
 
 def _libcachesim_misses(lcs, path, n_requests, capacity, policy, **kw):
     cache_cls = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock}[policy]
@@ -204,7 +196,7 @@ def test_miss_counts_equal_libcachesim(kind, tmp_path):
     n_requests, n_pages = 20_000, 2_000
     pages = _trace(kind, n_requests, n_pages, seed=len(kind))
     path = tmp_path / "trace.oracleGeneral"
-    _write_oracle_general(pages, path)
+    write_oracle_general(path, pages)
     for capacity in (1, 7, 100, 500, 1999, 2500):
         for policy in ("lru", "fifo", "clock"):
             ours = ref.simulate(pages, capacity, policy).nr_misses

@@ -17,6 +17,7 @@ from .readers import TraceFile, load_trace, open_trace
 from .recorder import INSTALL_HINT, record_trace
 from .writers import (
     convert_trace, fold_trace, save_trace, save_trace_chunks, save_trace_csv, save_trace_oracle_general,
+    write_oracle_general,
 )
 
 __all__ = [
@@ -24,5 +25,5 @@ __all__ = [
     "StackDistances", "Trace", "TraceFile", "add_cachesim_command", "add_trace_commands", "cachesim",
     "convert_trace", "fold_trace", "format_trace_info", "load_trace", "lru_mrc", "main_cachesim",
     "main_trace", "open_trace", "parse_lackey", "record_trace", "save_trace", "save_trace_chunks",
-    "save_trace_csv", "save_trace_oracle_general", "trace_info",
+    "save_trace_csv", "save_trace_oracle_general", "trace_info", "write_oracle_general",
 ]

@@ -128,24 +128,34 @@ def save_trace_csv(path, trace: Trace) -> None:
         df.to_csv(tmp, index=False)
 
 
-def save_trace_oracle_general(path, trace: Trace) -> None:
-    """Write libCacheSim oracleGeneral binary: one request per access (counts expanded), obj_id =
-    page, obj_size = page size, clock_time = request index mod 2**32, next_access_vtime = index of
-    the next request to the same page or -1. Ops and tasks are not representable and are dropped."""
-    ids = np.repeat(trace.page, trace.count.astype(np.int64))
+def write_oracle_general(path, pages, obj_size: int = 1, next_access: bool = False) -> None:
+    """Write libCacheSim's oracleGeneral binary: one request per element of `pages` (obj_id = the
+    page, clock_time = the request's index mod 2**32), each object `obj_size` bytes (1: libCacheSim's
+    cache size is then in objects), next_access_vtime the index of the next request to the same
+    page (-1 when there is none, or for every request unless `next_access`). Atomic."""
+    ids = np.asarray(pages, np.int64)
     n = len(ids)
     rec = np.zeros(n, ORACLE_GENERAL_DTYPE)
     idx = np.arange(n, dtype=np.int64)
     rec["clock_time"] = (idx & 0xFFFFFFFF).astype(np.uint32)
-    rec["obj_id"] = ids.astype(np.uint64)
-    rec["obj_size"] = int(trace.meta.get("page_size", PAGE_SIZE))
+    rec["obj_id"] = ids.view(np.uint64)
+    rec["obj_size"] = obj_size
     nxt = np.full(n, -1, np.int64)
-    order = np.argsort(ids, kind="stable")
-    same = ids[order[1:]] == ids[order[:-1]]
-    nxt[order[:-1][same]] = order[1:][same]
+    if next_access:
+        order = np.argsort(ids, kind="stable")
+        same = ids[order[1:]] == ids[order[:-1]]
+        nxt[order[:-1][same]] = order[1:][same]
     rec["next_access_vtime"] = nxt
     with atomic_path(path) as tmp:
         rec.tofile(tmp)
+
+
+def save_trace_oracle_general(path, trace: Trace) -> None:
+    """A trace in libCacheSim's oracleGeneral binary: one request per access (counts expanded),
+    obj_size = page size, with next_access_vtime. Ops and tasks are not representable and are
+    dropped."""
+    write_oracle_general(path, np.repeat(trace.page, trace.count.astype(np.int64)),
+                         obj_size=int(trace.meta.get("page_size", PAGE_SIZE)), next_access=True)
 
 
 def convert_trace(src, out, fmt: str | None = None, to: str | None = None, renumber: bool = False,
