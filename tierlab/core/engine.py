@@ -261,14 +261,11 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if (op & OP_MARK) and s.task[t].nr_marks >= s.marks.shape[1]:
                 status = STATUS_MARKS_FULL          # the caller grows `marks` and resumes here
                 break
+            # the general case straight away: fast_run tried the fast case (or the run is in a
+            # stretch of faults), and a second inlined copy of access_present() here would double
+            # the loop's compile time
             page = pages[np.uint64(pos)]
-            cost, why = 0.0, ACCESS_NOT_PRESENT
-            if fast_case:
-                cost, why = access_present(s, p, t, cpu_nid, page, op, clock, 0.0, True)
-            ok = True
-            slow = why != ACCESS_DONE
-            if slow:
-                cost, ok = access_slow(s, p, t, c, page, op, clock, scratch, cands)
+            cost, ok = access_slow(s, p, t, c, page, op, clock, scratch, cands)
             pos += 1
             clock += np.int64(cost)
             if not ok:
@@ -282,8 +279,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if op & OP_MARK:
                 s.marks[t, s.task[t].nr_marks] = clock
                 s.task[t].nr_marks += 1
-            # only the general case can wake kswapd (allocation, reclaim, a promotion's target check)
-            if clock >= limit or (slow and s.sys[0].wakeups != wakeups):
+            # the general case can wake kswapd (allocation, reclaim, a promotion's target check)
+            if clock >= limit or s.sys[0].wakeups != wakeups:
                 break
         task_pos[t] = pos
         s.task[t].runtime += clock - start

@@ -12,7 +12,7 @@ stops the run); one zone per node.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit_inline
+from ._jit import jit, jit_inline
 
 from .lru import lru_add_drain_cpu
 from .mmzone import MAX_RECLAIM_RETRIES, wakeup_kswapd, zone_watermark_ok
@@ -65,15 +65,13 @@ def get_page_from_freelist(s, cands, n, nr, mark):
     return -1
 
 
-@jit_inline
-def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
-    """Pick the node for a new folio of `nr` pages at `page` of `region` as __alloc_pages() would.
-    Returns (node or -1 on OOM, cost of the slow path in ns)."""
+@jit
+def alloc_pages_slowpath(s, p, cpu, cands, n, nr, clock, scratch):
+    """__alloc_pages_slowpath() over the zonelist cands[0:n]: wake every kswapd, retry at MIN, then
+    direct reclaim. Out of line (the fast path is inlined into the fault): it is taken only below
+    the LOW watermark, and inlined it doubled the engine's compile time. Returns (node or -1 on
+    OOM, cost in ns)."""
     cpu_nid = s.cpu[cpu].node
-    n = policy_nodes(s, region, cpu_nid, page - s.regions.start[region], cands)
-    nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
-    if nid >= 0:
-        return nid, 0.0
     for i in range(n):
         wakeup_kswapd(s, p, cands[i], clock)
     nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
@@ -92,3 +90,15 @@ def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
     if nid < 0:
         s.counters[cpu_nid, Vm.OOM_KILL] += 1
     return nid, cost
+
+
+@jit_inline
+def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
+    """Pick the node for a new folio of `nr` pages at `page` of `region` as __alloc_pages() would.
+    Returns (node or -1 on OOM, cost of the slow path in ns)."""
+    cpu_nid = s.cpu[cpu].node
+    n = policy_nodes(s, region, cpu_nid, page - s.regions.start[region], cands)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
+    if nid >= 0:
+        return nid, 0.0
+    return alloc_pages_slowpath(s, p, cpu, cands, n, nr, clock, scratch)
