@@ -21,7 +21,7 @@ that adds work on the access path adds it in filemap.py or memory.py, once.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit, jit_inline
+from ._jit import jit, jit_entry, jit_inline
 
 from .cost import line_load_ns
 from .filemap import filemap_access
@@ -146,7 +146,7 @@ def sample_columns(nr_nodes: int) -> int:
     return 1 + NR_VMSTAT_ITEMS + nr_nodes * NR_NODE_GAUGES
 
 
-@jit
+@jit_entry
 def take_sample(s, t):
     """Append a time-series row at time `t`: the global counters, then every node's gauges."""
     row = s.sys[0].nr_samples
@@ -165,7 +165,7 @@ def take_sample(s, t):
     s.sys[0].nr_samples = row + 1
 
 
-@jit
+@jit_entry
 def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     """Run every task through its part of the chunk. Resumable: returns a status and keeps the
     per-task positions in `task_pos`; `scratch` (int64[64]) and `cands` (int64[N]) are work buffers.
