@@ -66,15 +66,14 @@ def get_page_from_freelist(s, cands, n, nr, mark):
 
 
 @jit
-def alloc_pages_slowpath(s, p, cpu, cands, n, nr, clock, scratch):
-    """__alloc_pages_slowpath() over the zonelist cands[0:n]: wake every kswapd, retry at MIN, then
-    direct reclaim. Out of line (the fast path is inlined into the fault): it is taken only below
-    the LOW watermark, and inlined it doubled the engine's compile time. Returns (node or -1 on
-    OOM, cost in ns)."""
+def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
+    """__alloc_pages_slowpath() after the MIN watermark retry failed: drain the lru_add batch, then
+    direct reclaim rounds until an allocation at MIN succeeds, else OOM. Out of line (the rest of
+    the allocation is inlined into the fault): it is rare, costs microseconds of simulated work
+    anyway, and inlined it doubled the engine's compile time. Returns (node or -1 on OOM, cost in
+    ns)."""
     cpu_nid = s.cpu[cpu].node
-    for i in range(n):
-        wakeup_kswapd(s, p, cands[i], clock)
-    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    nid = -1
     cost = 0.0
     retries = 0
     while nid < 0 and retries < MAX_RECLAIM_RETRIES:
@@ -101,4 +100,10 @@ def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
     nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
     if nid >= 0:
         return nid, 0.0
-    return alloc_pages_slowpath(s, p, cpu, cands, n, nr, clock, scratch)
+    # __alloc_pages_slowpath(): wake every kswapd of the zonelist, retry at MIN
+    for i in range(n):
+        wakeup_kswapd(s, p, cands[i], clock)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    if nid >= 0:
+        return nid, 0.0
+    return alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch)
