@@ -15,11 +15,17 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tierlab needs python >= 3.11; found " + sys.version.split()[0] + " (set PYTHON=python3.11 or newer)")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# fill numba's on-disk cache now, so the first `tierlab run` starts in seconds (an addition:
+	@# an empty NUMBA_CACHE_DIR still compiles, about 35 s)
+	@echo "compiling the simulation engine into numba's cache (once) ..."
+	@$(PY) -m tierlab run --machine qemu-2node --workload random-read --param file_size=64MiB \
+		--param accesses=10000 --set demotion_enabled=1 --format json --no-progress >/dev/null 2>&1 \
+		|| echo "warning: engine warm-up run failed (the first run will compile)"
 	@touch $(STAMP)
 
 # A real small simulation: 2 M random 4 KiB reads of a 2 GiB file bound to node 0 (1 GiB) of a
 # 2-node QEMU guest; kswapd demotes page cache to the CPU-less node 1 (pgdemote_kswapd). The first
-# run compiles the numba kernels (a minute or more); later runs start in seconds.
+# run compiles the numba kernels (about half a minute; `make venv` does it once); later runs start in seconds.
 demo: venv
 	$(PY) -m tierlab run --machine qemu-2node --workload random-read \
 		--param file_size=2GiB --param accesses=2000000 --param policy=bind:0 \

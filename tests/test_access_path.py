@@ -1,6 +1,6 @@
 """One access path: `engine.access_present()` is written once and used by both the fast case (which
 stops before any side effect at a fault, a hint fault or a promotion candidate) and the general case
-(`access_slow`). Running every access through the general case (Simulation(fast_case=False)) must
+(`access_fault`, then `access_present` again). Running every access through the general case (Simulation(fast_case=False)) must
 end in bit-identical state: every per-page, per-node, per-CPU, per-task and per-mm value, every
 counter, clock, mark and time-series row. Four seed-shaped scenarios, then hypothesis-built ones
 with large folios, writes, mmap'd files, several tasks and every mechanism switched on or off."""

@@ -2,7 +2,7 @@
 
 numba writes one index file (`*.nbi`) per cached function next to the module (in
 `tierlab/core/__pycache__/`), or under `NUMBA_CACHE_DIR` when that is set. With no index for the
-engine the first simulation compiles every kernel (about a minute) before it shows any progress.
+engine the first simulation compiles every kernel (about half a minute) before it shows any progress.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import sys
 
 COMPILING_NOTE = ("tierlab: compiling the simulation engine (first run with an empty numba cache; about "
-                  "a minute, once; later runs start in seconds)")
+                  "half a minute, once; later runs start in seconds)")
 
 
 def engine_cached() -> bool:

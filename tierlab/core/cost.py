@@ -36,7 +36,7 @@ def note_bytes(s, p, nid, now, nbytes):
     """Account `nbytes` moved to/from node `nid` at time `now`; roll the window when it ends."""
     elapsed = np.float64(now - s.mem[nid].win_start)
     if elapsed >= p[P.UTIL_WINDOW_NS]:
-        roll_window(s, p, nid, now, elapsed)
+        roll_window(s, p, np.int64(nid), now, elapsed)   # int64: the access path's uint64 node id would compile a second variant
     s.mem[nid].win_bytes += nbytes
 
 

@@ -13,15 +13,15 @@ encoding is in ops.py). Every access goes through `access_present()`, written on
 folio it does what the kernel does on the hit (a read()/write(): filemap.filemap_access, a
 load/store: memory.pte_access) and charges its cost. In its fast case it stops *before any side
 effect* at anything that needs an out-of-line step (a fault, a hint fault, a page-cache promotion
-candidate: ops.ACCESS_*); `access_slow()` then takes that access from the start -- the fault
-(memory.fault_in) and `access_present()` again in its general case, which makes the out-of-line
-calls itself. So the fast and the general case cannot differ: they are the same code. A mechanism
+candidate: ops.ACCESS_*); the run loop then takes that access from the start -- the fault
+(`access_fault()`: memory.fault_in) and `access_present()` again in its general case, which makes
+the out-of-line calls itself. So the fast and the general case cannot differ: they are the same code. A mechanism
 that adds work on the access path adds it in filemap.py or memory.py, once.
 """
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit, jit_inline
+from ._jit import jit, jit_entry, jit_inline
 
 from .cost import line_load_ns
 from .filemap import filemap_access
@@ -58,24 +58,23 @@ def access_present(s, p, task, cpu_nid, page, op, now, cost, fast):
 
 
 @jit_inline
-def access_slow(s, p, task, cpu, page, op, clock, scratch, cands):
-    """The access `access_present()`'s fast case stopped at, from the start: a fault brings the
-    page in (and may reclaim), then the general case. Returns (cost in ns, ok); ok is False only
-    on OOM."""
+def access_fault(s, p, task, cpu, page, op, clock, scratch, cands):
+    """The general case's first step, for the access `access_present()`'s fast case stopped at: a
+    fault brings an absent page in (and may reclaim). Returns (cost in ns, ok, done): ok is False
+    only on OOM; done when nothing is left to do (OOM, or a load of the zero page), else the
+    caller goes on with access_present()'s general case at clock + cost."""
     cost = 0.0
-    cpu_nid = s.cpu[cpu].node
     head = page & ~((np.int64(1) << np.int64(s.pages.order[page] & ORDER_MASK)) - 1)
     if not (s.pages.flags2[head] & F2_PRESENT):
         c, ok = fault_in(s, p, task, cpu, page, op, clock, scratch, cands)
         if not ok:
-            return c, False
+            return c, False, True
         cost += c
         head = page & ~((np.int64(1) << np.int64(s.pages.order[page] & ORDER_MASK)) - 1)
         if not (s.pages.flags2[head] & F2_PRESENT):
             # zero page: a cache-line read from the local node
-            return cost + line_load_ns(s, p, cpu_nid, clock), True
-    cost, _ = access_present(s, p, task, cpu_nid, page, op, clock + np.int64(cost), cost, False)
-    return cost, True
+            return cost + line_load_ns(s, p, s.cpu[cpu].node, clock), True, True
+    return cost, True, False
 
 
 @jit
@@ -146,7 +145,7 @@ def sample_columns(nr_nodes: int) -> int:
     return 1 + NR_VMSTAT_ITEMS + nr_nodes * NR_NODE_GAUGES
 
 
-@jit
+@jit_entry
 def take_sample(s, t):
     """Append a time-series row at time `t`: the global counters, then every node's gauges."""
     row = s.sys[0].nr_samples
@@ -165,7 +164,7 @@ def take_sample(s, t):
     s.sys[0].nr_samples = row + 1
 
 
-@jit
+@jit_entry
 def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     """Run every task through its part of the chunk. Resumable: returns a status and keeps the
     per-task positions in `task_pos`; `scratch` (int64[64]) and `cands` (int64[N]) are work buffers.
@@ -261,14 +260,14 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if (op & OP_MARK) and s.task[t].nr_marks >= s.marks.shape[1]:
                 status = STATUS_MARKS_FULL          # the caller grows `marks` and resumes here
                 break
+            # the general case straight away (fast_run tried the fast case, or the run is in a
+            # stretch of faults): the fault, then access_present() in its general case. Side by
+            # side, not nested in one more inlined function: numba copies an inlined callee block
+            # by block with all its variables, and the extra level cost ~4 s of compile
             page = pages[np.uint64(pos)]
-            cost, why = 0.0, ACCESS_NOT_PRESENT
-            if fast_case:
-                cost, why = access_present(s, p, t, cpu_nid, page, op, clock, 0.0, True)
-            ok = True
-            slow = why != ACCESS_DONE
-            if slow:
-                cost, ok = access_slow(s, p, t, c, page, op, clock, scratch, cands)
+            cost, ok, done = access_fault(s, p, t, c, page, op, clock, scratch, cands)
+            if not done:
+                cost, _ = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
             pos += 1
             clock += np.int64(cost)
             if not ok:
@@ -282,8 +281,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if op & OP_MARK:
                 s.marks[t, s.task[t].nr_marks] = clock
                 s.task[t].nr_marks += 1
-            # only the general case can wake kswapd (allocation, reclaim, a promotion's target check)
-            if clock >= limit or (slow and s.sys[0].wakeups != wakeups):
+            # the general case can wake kswapd (allocation, reclaim, a promotion's target check)
+            if clock >= limit or s.sys[0].wakeups != wakeups:
                 break
         task_pos[t] = pos
         s.task[t].runtime += clock - start

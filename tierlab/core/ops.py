@@ -17,7 +17,7 @@ OP_MARK = 16
 OP_PAGE = 32         # a load through page tables that reads the whole 4 KiB page (not one line)
 
 # What engine.access_present() could not finish on its own (the fast case stops *before* any side
-# effect and the general case, engine.access_slow(), takes the access from the start). A mechanism
+# effect and the general case, engine.access_fault() then access_present(), takes the access from the start). A mechanism
 # that needs an out-of-line step on the access path adds its reason here.
 ACCESS_DONE = 0
 ACCESS_NOT_PRESENT = 1         # page fault: the folio is not in memory (or not yet mapped)

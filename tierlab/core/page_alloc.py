@@ -12,7 +12,7 @@ stops the run); one zone per node.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit_inline
+from ._jit import jit, jit_inline
 
 from .lru import lru_add_drain_cpu
 from .mmzone import MAX_RECLAIM_RETRIES, wakeup_kswapd, zone_watermark_ok
@@ -65,18 +65,15 @@ def get_page_from_freelist(s, cands, n, nr, mark):
     return -1
 
 
-@jit_inline
-def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
-    """Pick the node for a new folio of `nr` pages at `page` of `region` as __alloc_pages() would.
-    Returns (node or -1 on OOM, cost of the slow path in ns)."""
+@jit
+def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
+    """__alloc_pages_slowpath() after the MIN watermark retry failed: drain the lru_add batch, then
+    direct reclaim rounds until an allocation at MIN succeeds, else OOM. Out of line (the rest of
+    the allocation is inlined into the fault): it is rare, costs microseconds of simulated work
+    anyway, and inlined it doubled the engine's compile time. Returns (node or -1 on OOM, cost in
+    ns)."""
     cpu_nid = s.cpu[cpu].node
-    n = policy_nodes(s, region, cpu_nid, page - s.regions.start[region], cands)
-    nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
-    if nid >= 0:
-        return nid, 0.0
-    for i in range(n):
-        wakeup_kswapd(s, p, cands[i], clock)
-    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    nid = -1
     cost = 0.0
     retries = 0
     while nid < 0 and retries < MAX_RECLAIM_RETRIES:
@@ -92,3 +89,21 @@ def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
     if nid < 0:
         s.counters[cpu_nid, Vm.OOM_KILL] += 1
     return nid, cost
+
+
+@jit_inline
+def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
+    """Pick the node for a new folio of `nr` pages at `page` of `region` as __alloc_pages() would.
+    Returns (node or -1 on OOM, cost of the slow path in ns)."""
+    cpu_nid = s.cpu[cpu].node
+    n = policy_nodes(s, region, cpu_nid, page - s.regions.start[region], cands)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
+    if nid >= 0:
+        return nid, 0.0
+    # __alloc_pages_slowpath(): wake every kswapd of the zonelist, retry at MIN
+    for i in range(n):
+        wakeup_kswapd(s, p, cands[i], clock)
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    if nid >= 0:
+        return nid, 0.0
+    return alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch)

@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from ._jit import jit, jit_inline
+from ._jit import jit, jit_entry, jit_inline
 
 # flags (folio->flags analogues)
 PG_REFERENCED = np.uint8(1)
@@ -318,7 +318,7 @@ def promo_sentinel(s, task):
     return s.pages.node.shape[0] + s.lruvec.shape[0] * NR_LRU_LISTS + task
 
 
-@jit
+@jit_entry
 def init_lists(prev, nxt, first_sentinel):
     for i in range(first_sentinel, prev.shape[0]):
         prev[i] = i

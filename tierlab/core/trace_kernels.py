@@ -9,7 +9,7 @@ where they stopped.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit_entry
 
 # Outcome codes of parse_lackey_chunk's line classifier (also the index into its `stats` array).
 LINE_DATA = 0        # " L addr,size", " S addr,size", " M addr,size": kept
@@ -25,7 +25,7 @@ COUNT_MAX = 0xFFFFFFFF  # count is stored as uint32; longer runs are split
 
 
 
-@jit
+@jit_entry
 def _hex_value(c):
     """Value of one ASCII hex digit, or -1."""
     if 48 <= c <= 57:
@@ -37,7 +37,7 @@ def _hex_value(c):
     return -1
 
 
-@jit
+@jit_entry
 def parse_lackey_chunk(buf, n_bytes, want_instr, page_shift, out_page, out_op, out_count, stats):
     """Parse the complete lines of buf[:n_bytes] (lackey --trace-mem output) into folded runs.
 
@@ -121,7 +121,7 @@ def parse_lackey_chunk(buf, n_bytes, want_instr, page_shift, out_page, out_op, o
     return n_out, pos, -1
 
 
-@jit
+@jit_entry
 def fold_runs(task, page, op, count, out_task, out_page, out_op, out_count):
     """Fold consecutive records with equal (task, page, op) by summing counts (split at COUNT_MAX).
 
@@ -151,13 +151,13 @@ def fold_runs(task, page, op, count, out_task, out_page, out_op, out_count):
 _GOLDEN64 = np.uint64(0x9E3779B97F4A7C15)
 
 
-@jit
+@jit_entry
 def _slot(key, bits):
     # Fibonacci hashing: the top bits of key * 2**64/phi spread sequential and strided pages well
     return np.int64((np.uint64(key) * _GOLDEN64) >> np.uint64(64 - bits))
 
 
-@jit
+@jit_entry
 def assign_ids(pages, table, bits, n_ids, out_ids):
     """Dense ids in order of first appearance, continuing from n_ids; returns (n_ids, done).
 
@@ -181,7 +181,7 @@ def assign_ids(pages, table, bits, n_ids, out_ids):
     return n_ids, len(pages)
 
 
-@jit
+@jit_entry
 def rehash_ids(old, new, new_bits):
     """Move every (key, id) pair of table `old` into the empty table `new` of 2**new_bits slots."""
     mask = (np.int64(1) << new_bits) - 1
@@ -223,7 +223,7 @@ class PageIds:
 # LRU stack distances, chunk by chunk
 
 
-@jit
+@jit_entry
 def _prefix(tree, k):
     s = 0
     while k > 0:
@@ -232,7 +232,7 @@ def _prefix(tree, k):
     return s
 
 
-@jit
+@jit_entry
 def _add(tree, k, v):
     n = len(tree) - 1
     while k <= n:
@@ -240,7 +240,7 @@ def _add(tree, k, v):
         k += k & (-k)
 
 
-@jit
+@jit_entry
 def compact_positions(last, n_ids, old_tree, new_tree):
     """Renumber the live positions (last[id] >= 0 for id < n_ids) to 0..k-1 in order and rebuild
     the Fenwick tree `new_tree` (may be `old_tree`) with ones at 0..k-1; returns k, the next free
@@ -261,7 +261,7 @@ def compact_positions(last, n_ids, old_tree, new_tree):
     return k
 
 
-@jit
+@jit_entry
 def stack_distances(ids, count, n_ids, last, tree, clock, hist):
     """Add the LRU stack distances of a chunk of folded records to `hist`; returns (clock, cold).
 

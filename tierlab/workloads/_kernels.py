@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core._jit import jit
+from ..core._jit import jit_entry
 from ..core.ops import OP_MARK, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END
 
 
-@jit
+@jit_entry
 def fill_file_read(pages, ops, out_off, start, n, base, file_pages, buf_pages, pages_per_call):
     """Accesses [start, start+n) of one file-read task stream into pages/ops[out_off:]: first
     `buf_pages` stores to the buffer (base + file_pages + i), then endless sequential passes over
