@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TierlabError as e:
-        print(f"tierlab: error: {_one_line(e)}", file=sys.stderr)
+        print(f"tierlab: error: {e.one_line()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tierlab: interrupted", file=sys.stderr)
@@ -392,10 +392,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
         return 1
-
-
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split())
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@
 class TierlabError(Exception):
     """Base class: a message that names the bad key (or file:line) and what is accepted."""
 
+    def one_line(self) -> str:
+        """The message on one line, as the command line prints it (`tierlab: error: ...`)."""
+        return " ".join(str(self).split())
+
 
 class ConfigError(TierlabError, ValueError):
     """A bad configuration key or value (knob, machine, workload, param, sweep spec)."""

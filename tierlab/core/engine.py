@@ -33,7 +33,7 @@ from .params import P
 from .reclaim import kswapd_step
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
-    STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL,
+    STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, folio_head,
 )
 from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
@@ -64,13 +64,13 @@ def access_fault(s, p, task, cpu, page, op, clock, scratch, cands):
     only on OOM; done when nothing is left to do (OOM, or a load of the zero page), else the
     caller goes on with access_present()'s general case at clock + cost."""
     cost = 0.0
-    head = page & ~((np.int64(1) << np.int64(s.pages.order[page] & ORDER_MASK)) - 1)
+    head = folio_head(s, page)
     if not (s.pages.flags2[head] & F2_PRESENT):
         c, ok = fault_in(s, p, task, cpu, page, op, clock, scratch, cands)
         if not ok:
             return c, False, True
         cost += c
-        head = page & ~((np.int64(1) << np.int64(s.pages.order[page] & ORDER_MASK)) - 1)
+        head = folio_head(s, page)       # the fault may have made it part of a large folio
         if not (s.pages.flags2[head] & F2_PRESENT):
             # zero page: a cache-line read from the local node
             return cost + line_load_ns(s, p, s.cpu[cpu].node, clock), True, True

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return main_sweep(args)
     except TierlabError as e:
-        print(f"tierlab: error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"tierlab: error: {e.one_line()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tierlab: interrupted; finished runs are stored, re-run to resume", file=sys.stderr)
