@@ -6,10 +6,15 @@ promotion RFC). Readable rather than fast; tests/test_refmodel.py compares it wi
 
 The regime in which the comparison is exact: every time-model cost is 0 (all COSTS, and per-node
 seq/line/write ns), so no clock decides anything:
-- every task's clock stays at 0, so the engine runs the lowest-numbered CPU with work first (ties go
-  to CPUs), its tasks round-robin, switching task after an access that woke a kswapd; kswapd (clock
-  >= 0, never below a CPU's) runs only when no task has work left in the chunk, then one
-  SWAP_CLUSTER_MAX batch per step, the node with the smallest kswapd clock first, each step +100 ns;
+- accesses cost nothing, so only kswapd moves clocks (one SWAP_CLUSTER_MAX batch per step, +100 ns
+  each); the engine runs the CPU that is ready first (lowest number on ties). Each kswapd runs on
+  the CPU core/sched.place_kswapds gives it (one of its own after the tasks' CPUs, or shared with
+  tasks). On a CPU (CFS), tasks keep vruntime 0 and slices never run out, so the CPU's tasks run
+  their chunk parts one after another in enqueue order; a task stops after an access that woke a
+  kswapd (the engine re-picks); a woken kswapd on the task's CPU preempts it (its sleeper credit
+  is larger than the wake-up granularity) and runs until it sleeps, the preempted task going
+  behind the CPU's other tasks; a CPU that ran kswapd is ahead of the CPUs still at its old clock,
+  so they run first;
 - the folio access time and "now" are 0 ms: the hint-fault latency of a folio never stamped is
   (0 - PAGE_ACCESS_TIME_MASK) & mask = 1, then 0; the 1 s rate-limit window and the
   threshold-adjustment period never roll over, so the rate limit counts candidates from the start;
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from tierlab.core.sched import place_kswapds
 from tierlab.core.vmstat import VMSTAT_NAMES
 
 M64 = (1 << 64) - 1
@@ -56,9 +62,20 @@ class RefModel:
         self.demote_targets = [list(t) for t in machine.demotion_targets()]
         cpu_nodes = machine.cpu_nodes()
         C = max(1, min(len(cpu_nodes), nr_tasks))
-        self.cpu_node = list(cpu_nodes[:C])
+        self.kswapd_cpu, self.cpu_node = place_kswapds(cpu_nodes, C, [nd.cpus for nd in machine.nodes],
+                                                       machine.zonelists())
         self.task_cpu = [t % C for t in range(nr_tasks)]
-        self.cpu_next_task = [0] * C
+        self.cpu_clock = [0] * len(self.cpu_node)
+        self.rq = [{} for _ in self.cpu_node]       # per CPU: enqueued entity ("t", t) / ("k", nid) -> seq
+        self.rq_seq = [0] * len(self.cpu_node)
+        self.curr = [None] * len(self.cpu_node)
+        self.kswapd_vruntime = [-(1 << 60)] * machine.nr_nodes    # asleep since boot
+        # the CFS tunables at their defaults, times update_sysctl()'s 1 + ilog2(min(CPUs, 8))
+        factor = 1 + (min(machine.nr_cpus, 8).bit_length() - 1)
+        self.sched_thresh = 6_000_000 * factor // 2                 # place_entity: latency / 2
+        self.sched_gran = 1_000_000 * factor                        # wakeup_granularity
+        self.sched_slice_min = 750_000 * factor                     # no slice is shorter
+        self.now = 0
         self.T = nr_tasks
         self.k = dict(knobs)
         self.wmark = [list(w) for w in wmarks]
@@ -78,7 +95,7 @@ class RefModel:
         self.order = [0] * P
         self.stamp = [STAMP_NONE] * P
         self.lru = [[[] for _ in range(4)] for _ in range(self.N)]   # index 0 = head (newest)
-        self.batch = [[] for _ in range(C)]
+        self.batch = [[] for _ in self.cpu_node]
         self.promo = [[] for _ in range(nr_tasks)]
         self.promo_count = [0] * nr_tasks
         self.last_page = [-2] * nr_tasks
@@ -181,7 +198,7 @@ class RefModel:
             if self.watermark_ok(n, nr, WLOW):
                 return n
         for n in cands:
-            self.wakeup_kswapd(n, 0)
+            self.wakeup_kswapd(n, self.now)
         nid = next((n for n in cands if self.watermark_ok(n, nr, WMIN)), -1)
         retries = 0
         while nid < 0 and retries < MAX_RECLAIM_RETRIES:
@@ -466,7 +483,7 @@ class RefModel:
             scanned = 0
             budget = 2 * self.node_lru_pages(nid) + SWAP_CLUSTER_MAX
             while total < SWAP_CLUSTER_MAX and scanned < budget:
-                r, sc = self.reclaim_batch(nid, False, 0)
+                r, sc = self.reclaim_batch(nid, False, self.now)
                 total += r
                 if sc == 0 and r == 0:
                     break
@@ -529,7 +546,7 @@ class RefModel:
             return
         # migrate_misplaced_folio_prepare()
         if not self.free[cpu_nid] >= self.wmark[cpu_nid][WHIGH] + nr:
-            self.wakeup_kswapd(cpu_nid, 0)
+            self.wakeup_kswapd(cpu_nid, self.now)
             return
         if not self.flags[head] & LRU or self.flags[head] & ISOLATED:
             return
@@ -651,31 +668,88 @@ class RefModel:
             self.flags[head] |= DIRTY
 
     # ---- the scheduler, in the all-costs-zero regime ------------------------------------------
+    def vruntime(self, e):
+        return 0 if e[0] == "t" else self.kswapd_vruntime[e[1]]
+
+    def enqueue(self, c, e):
+        self.rq[c][e] = self.rq_seq[c]
+        self.rq_seq[c] += 1
+
     def run_chunk(self, per_task):
-        """per_task: one list of (page, op) per task. Runs the chunk as the engine does with every
-        clock at 0, then kswapd until every node sleeps."""
+        """per_task: one list of (page, op) per task. Runs the chunk as the engine's CFS runqueues do
+        with every access cost 0 (see the module docstring)."""
         pos = [0] * self.T
+        C = len(self.cpu_node)
+
+        def has_work(t):
+            return pos[t] < len(per_task[t])
+
+        def pending(c):
+            return [n for n in range(self.N) if self.kswapd_cpu[n] == c and self.kswapd_awake[n]
+                    and ("k", n) not in self.rq[c]]
+
         while True:
-            cpu = next((c for c in range(len(self.cpu_node))
-                        if any(self.task_cpu[t] == c and pos[t] < len(per_task[t]) for t in range(self.T))), -1)
-            if cpu < 0:
+            # the CPU with the smallest "ready at" time, lowest number first
+            best, best_t = -1, None
+            for c in range(C):
+                waiting = any(self.task_cpu[t] == c and has_work(t) and ("t", t) not in self.rq[c]
+                              for t in range(self.T))
+                ready = [self.cpu_clock[c]] if self.rq[c] or waiting else []
+                ready += [max(self.cpu_clock[c], self.kswapd_clock[n]) for n in pending(c)]
+                if ready and (best_t is None or min(ready) < best_t):
+                    best, best_t = c, min(ready)
+            if best < 0:
                 break
-            t = next(((self.cpu_next_task[cpu] + k) % self.T for k in range(self.T)
-                      if self.task_cpu[(self.cpu_next_task[cpu] + k) % self.T] == cpu
-                      and pos[(self.cpu_next_task[cpu] + k) % self.T] < len(per_task[(self.cpu_next_task[cpu] + k) % self.T])))
-            self.cpu_next_task[cpu] = (t + 1) % self.T
+            c = best
+            self.cpu_clock[c] = clock = max(self.cpu_clock[c], best_t)
+            # tasks with work enter in task order, then the woken kswapds: place_entity gives a
+            # kswapd min_vruntime (0: tasks never run up vruntime) - latency/2, and it preempts
+            # curr when curr is more than wakeup_granularity ahead of it
+            for t in range(self.T):
+                if self.task_cpu[t] == c and has_work(t) and ("t", t) not in self.rq[c]:
+                    self.enqueue(c, ("t", t))
+            preempt = False
+            for n in pending(c):
+                if self.kswapd_clock[n] <= clock:
+                    self.kswapd_vruntime[n] = max(self.kswapd_vruntime[n], -self.sched_thresh)
+                    self.enqueue(c, ("k", n))
+                    cur = self.curr[c]
+                    preempt |= cur is not None and self.vruntime(cur) - self.kswapd_vruntime[n] > self.sched_gran
+            if preempt:
+                self.enqueue(c, self.curr[c])         # put_prev_entity: behind its equals
+                self.curr[c] = None
+            if self.curr[c] is None:
+                if not self.rq[c]:
+                    continue
+                # pick_next_entity: smallest vruntime, enqueue order on ties
+                self.curr[c] = min(self.rq[c], key=lambda e: (self.vruntime(e), self.rq[c][e]))
+            kind, x = self.curr[c]
+            if kind == "k":
+                self.kswapd_clock[x] = max(self.kswapd_clock[x], clock)
+                self.kswapd_step(x)
+                end = max(self.kswapd_clock[x], clock)
+                self.kswapd_vruntime[x] += end - clock
+                assert self.kswapd_vruntime[x] + self.sched_thresh < self.sched_slice_min, \
+                    "a slice ran out: outside the reference model's regime"
+                self.cpu_clock[c] = end
+                if not self.kswapd_awake[x]:
+                    del self.rq[c][("k", x)]
+                    self.curr[c] = None
+                continue
+            t = x
+            self.now = clock
             wakeups = self.wakeups
             while pos[t] < len(per_task[t]):
                 page, op = per_task[t][pos[t]]
                 pos[t] += 1
-                self.access(t, cpu, page, op)
+                self.access(t, c, page, op)
                 if op & SYSCALL_END and self.promo_count[t] > 0:
-                    self.task_numa_promotion_work(t, self.cpu_node[cpu])
+                    self.task_numa_promotion_work(t, self.cpu_node[c])
                 if self.wakeups != wakeups:
                     break
-        while any(self.kswapd_awake):
-            nid = min((n for n in range(self.N) if self.kswapd_awake[n]), key=lambda n: (self.kswapd_clock[n], n))
-            self.kswapd_step(nid)
+            if not has_work(t):
+                del self.rq[c][("t", t)]
+                self.curr[c] = None
 
     # ---- views for the comparison -------------------------------------------------------------
     def node_counters(self):

@@ -24,6 +24,7 @@ from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.mmzone import setup_watermarks
 from .core.numa_balancing import reset_promotion_state
 from .core.params import KNOB_NAMES, NR_PARAMS, P
+from .core.sched import place_kswapds
 from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
@@ -40,7 +41,9 @@ if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab
 @dataclass
 class Result:
     """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
-    series sampled every `sample_interval_ms` of simulated time, per-task times and marks."""
+    series sampled every `sample_interval_ms` of simulated time, per-task times and marks, and the
+    CPU time of every task and kswapd (`tasks`, like top: name, kind, cpu, node of the CPU,
+    runtime_s, cpu_share = runtime over the run's elapsed virtual time)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -49,6 +52,7 @@ class Result:
     marks_s: pd.DataFrame
     sim_time_s: float
     config: dict = field(default_factory=dict)
+    tasks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +61,7 @@ class Result:
             "sim_time_s": self.sim_time_s,
             "task_times_s": [float(x) for x in self.task_times_s],
             "marks_s": self.marks_s.to_dict(orient="list"),
+            "tasks": self.tasks.to_dict(orient="records"),
             "config": self.config,
         }
 
@@ -114,6 +119,8 @@ class Simulation:
         T = w.nr_tasks
         cpu_nodes = m.cpu_nodes()
         C = max(1, min(len(cpu_nodes), T))  # CPUs that can ever run a task
+        # each node's kswapd: a CPU of its own when its cpumask has one no task uses, else shared
+        kswapd_cpu, sim_cpu_nodes = place_kswapds(cpu_nodes, C, [nd.cpus for nd in m.nodes], m.zonelists())
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
         total_pages = int(managed.sum())
         return st.allocate(
@@ -130,9 +137,9 @@ class Simulation:
             zonelists=m.zonelists(), demotion_targets=m.demotion_targets(),
             mem=[{"seq_ns": nd.seq_4k_ns, "line_ns": nd.rand_line_ns, "write_ns": nd.write_line_ns,
                   "bw_bytes_ns": nd.bandwidth_GBps} for nd in m.nodes],      # GB/s == bytes/ns
-            cpu_nodes=cpu_nodes[:C],
+            cpu_nodes=sim_cpu_nodes,
             # tasks are spread over CPUs in node order (the first CPUs of the first CPU node)
-            task_cpu=np.arange(T, dtype=np.int64) % C,
+            task_cpu=np.arange(T, dtype=np.int64) % C, kswapd_cpu=kswapd_cpu,
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
             first_sample_ns=int(self.sample_interval_ms * 1e6),
@@ -146,6 +153,7 @@ class Simulation:
         for k, v in self.costs.items():
             p[P[k.upper()]] = v
         p[P.LOADED_LATENCY_C] = self.machine.loaded_latency_c
+        p[P.NR_CPUS] = self.machine.nr_cpus
         p[P.QUANTUM_NS] = self.quantum_us * 1000
         p[P.SAMPLE_INTERVAL_NS] = self.sample_interval_ms * 1e6
         p[P.SEED] = self.seed
@@ -261,7 +269,23 @@ class Simulation:
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
         return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                       task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config())
+                      config=self.config(), tasks=self.cpu_times())
+
+    def cpu_times(self) -> pd.DataFrame:
+        """CPU time per task and per kswapd, like top's TIME+ and %CPU: name (task<i>, kswapd<nid>),
+        kind, cpu, node (the CPU's node), runtime_s, and cpu_share, the runtime over the run's
+        elapsed virtual time (the latest CPU clock): 1.0 is one CPU all the time."""
+        s = self.state
+        elapsed = max(1, int(s.cpu["clock"].max()))
+        rows = [(f"task{t}", "task", int(s.task[t]["cpu"]), int(s.task[t]["runtime"]))
+                for t in range(s.task.shape[0])]
+        rows += [(f"kswapd{n}", "kswapd", int(s.pgdat[n]["kswapd_cpu"]), int(s.pgdat[n]["kswapd_runtime"]))
+                 for n in range(s.pgdat.shape[0])]
+        df = pd.DataFrame(rows, columns=["name", "kind", "cpu", "runtime_ns"])
+        df.insert(3, "node", [int(s.cpu[c]["node"]) for c in df.cpu])
+        df["runtime_s"] = df.pop("runtime_ns") / 1e9
+        df["cpu_share"] = df.runtime_s * 1e9 / elapsed
+        return df
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`

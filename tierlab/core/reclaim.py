@@ -8,9 +8,10 @@ workingset shadow left by eviction (mm/workingset.c).
 
 The unit of work is one SWAP_CLUSTER_MAX batch: `reclaim_batch` ages the active lists if their
 inactive list is low (or new refault activations were seen), picks the inactive list to scan, and
-shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its own clock, so
-allocation and reclaim race in virtual time as they do on a real machine; direct reclaim runs
-batches on the allocating task's clock until 32 pages are reclaimed.
+shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its CPU's clock
+(sched.py: a CPU of its own when one is idle, else time-shared with the tasks there, so its reclaim
+time delays them), so allocation and reclaim race in virtual time as they do on a real machine;
+direct reclaim runs batches on the allocating task's clock until 32 pages are reclaimed.
 
 Simplifications, and why:
 - No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
@@ -20,7 +21,6 @@ Simplifications, and why:
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - Dirty file folios are written back and reclaimed in the same pass (the kernel tags them
   PG_reclaim and reclaims them after the flusher); the write-back is charged as pgpgout + I/O.
-- kswapd does not compete with tasks for CPUs (an idle CPU is assumed for it).
 """
 from __future__ import annotations
 

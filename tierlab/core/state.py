@@ -27,7 +27,7 @@ below.
     mem       the node's memory as a device for the time model, cost.py (MEM_DTYPE)
     zonelist  int8[N, N] fallback order by distance, -1 padded
     demote_target int8[N, N] preferred demotion targets, -1 padded
-    cpu       per CPU (CPU_DTYPE): its clock and lru_add batch (per-CPU TLBs go beside it)
+    cpu       per CPU (CPU_DTYPE): its clock, CFS runqueue and lru_add batch (per-CPU TLBs go beside it)
     task      per task (TASK_DTYPE), with the mm it belongs to
     mm        per mm (MM_DTYPE): the NUMA scanner's cursor and next-scan time
     sys       the kernel's globals, one record (SYS_DTYPE): time reached, swap in use, sampling
@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
+from .sched import KSWAPD_VRUNTIME_BOOT, cpu_task_lists
 
 # flags (folio->flags analogues)
 PG_REFERENCED = np.uint8(1)
@@ -116,7 +117,13 @@ PGDAT_DTYPE = np.dtype([
     ("nr_cpus", np.int64),
     ("last_alloc", np.int64),        # last page allocated here (physical contiguity, take_pages)
     ("kswapd_awake", np.int64),
-    ("kswapd_clock", np.int64),      # kswapd's own virtual clock, ns
+    ("kswapd_clock", np.int64),      # virtual time from which kswapd is runnable (its wake-up), then the
+                                     # end of its last reclaim batch, ns
+    ("kswapd_cpu", np.int64),        # the CPU kswapd runs on (sched.py)
+    ("kswapd_on_rq", np.int64),      # 1 while kswapd is enqueued on its CPU's runqueue
+    ("kswapd_vruntime", np.int64),   # kswapd's se.vruntime, ns
+    ("kswapd_seq", np.int64),        # its place among equal vruntimes (enqueue order)
+    ("kswapd_runtime", np.int64),    # ns of CPU time kswapd consumed (se.sum_exec_runtime)
     ("kswapd_failures", np.int64),
     ("kswapd_scanned", np.int64),    # pages scanned since kswapd last made progress
     # CONFIG_NUMA_BALANCING promotion state (names as in struct pglist_data)
@@ -147,7 +154,16 @@ MEM_DTYPE = np.dtype([
 CPU_DTYPE = np.dtype([
     ("node", np.int64),
     ("clock", np.int64),             # ns
-    ("next_task", np.int64),         # round-robin cursor over the CPU's tasks
+    # the CPU's CFS runqueue (sched.py): struct cfs_rq and rq->curr
+    ("curr", np.int64),              # running entity: a task id, T + nid for a kswapd, -1 idle
+    ("nr_running", np.int64),        # entities enqueued (curr included)
+    ("min_vruntime", np.int64),
+    ("seq", np.int64),               # enqueue counter: equal vruntimes run in enqueue order
+    ("slice_start", np.int64),       # curr's runtime when it was picked (prev_sum_exec_runtime)
+    ("slice_ns", np.int64),          # curr's ideal runtime, sched_slice()
+    ("next_start", np.int64),        # earliest start of this CPU's tasks waiting to become runnable
+    ("need_resched", np.int64),      # 1: re-evaluate the runqueue before running curr again
+    ("first_task", np.int64),        # the CPU's tasks as a list (task.next_on_cpu), -1 terminated
     ("lru_batch_len", np.int64),
     ("lru_batch", np.int64, (LRU_BATCH_MAX,)),   # the per-CPU lru_add folio batch
 ], align=True)
@@ -163,6 +179,12 @@ TASK_DTYPE = np.dtype([
     ("numa_scan_stamp", np.int64),   # runtime ns of the next scan tick (curr->node_stamp)
     ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); 0 until the first tick
     ("nr_marks", np.int64),
+    ("vruntime", np.int64),          # se.vruntime, ns (sched.py)
+    ("on_rq", np.int64),             # 1 while enqueued on its CPU's runqueue
+    ("rq_seq", np.int64),            # its place among equal vruntimes (enqueue order)
+    ("next_on_cpu", np.int64),       # the next task on the same CPU (cpu.first_task), -1 at the end
+    ("start", np.int64),             # ns: not runnable before this virtual time (a process started within the run)
+    ("dead", np.int64),              # 1 once the task has exited (do_exit)
 ], align=True)
 
 MM_DTYPE = np.dtype([
@@ -172,7 +194,7 @@ MM_DTYPE = np.dtype([
 
 SYS_DTYPE = np.dtype([
     ("now", np.int64),               # latest virtual time reached by any CPU
-    ("wakeups", np.int64),           # kswapd wake-ups so far (a running quantum yields to a woken kswapd)
+    ("wakeups", np.int64),           # kswapd wake-ups so far (a running quantum stops at a wake-up)
     ("nr_swap_used", np.int64),      # swap entries in use (total swap minus nr_swap_pages)
     ("nr_samples", np.int64),        # rows filled in `samples`
     ("next_sample", np.int64),       # virtual time of the next sample row
@@ -225,14 +247,17 @@ def page_state_bytes(nr_pages: int) -> int:
 
 
 def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_order, managed, wmark,
-             tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, nr_marks,
-             nr_counters, sample_cols, sample_rows, first_sample_ns, first_scan_ns, seed) -> SimState:
+             tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, kswapd_cpu,
+             nr_marks, nr_counters, sample_cols, sample_rows, first_sample_ns, first_scan_ns, seed,
+             task_start=None) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
     region_*: per region (pages, REGION_* kind, MPOL_* policy, allowed nodes, folio order);
     managed/wmark/tier/node_cpus: per node; zonelists/demotion_targets: per node, lists of nodes;
-    mem: per node dicts of MEM_DTYPE's unloaded figures; cpu_nodes: the node of each CPU that runs
-    tasks; task_cpu: the CPU of each task. All tasks share mm 0."""
+    mem: per node dicts of MEM_DTYPE's unloaded figures; cpu_nodes: the node of each simulated CPU
+    (those that run tasks, then those only a kswapd runs on: sched.place_kswapds); task_cpu: the CPU
+    of each task; kswapd_cpu: the CPU of each node's kswapd; task_start: per task, the virtual time
+    (ns) from which it is runnable (default 0). All tasks share mm 0."""
     R = len(region_pages)
     N = len(managed)
     C = len(cpu_nodes)
@@ -258,6 +283,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     pgdat["tier"] = tier
     pgdat["nr_cpus"] = node_cpus
     pgdat["last_alloc"] = NO_PAGE
+    pgdat["kswapd_cpu"] = kswapd_cpu
+    pgdat["kswapd_vruntime"] = KSWAPD_VRUNTIME_BOOT
     memarr = np.zeros(N, MEM_DTYPE)
     for k in ("seq_ns", "line_ns", "write_ns", "bw_bytes_ns"):
         memarr[k] = [m[k] for m in mem]
@@ -270,8 +297,12 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
         dt[i, :len(tg)] = tg
     cpu = np.zeros(C, CPU_DTYPE)
     cpu["node"] = cpu_nodes
+    cpu["curr"] = -1
     task = np.zeros(T, TASK_DTYPE)
     task["cpu"] = task_cpu
+    if task_start is not None:
+        task["start"] = task_start
+    cpu["first_task"], task["next_on_cpu"] = cpu_task_lists(task_cpu, C)
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
     mm = np.zeros(1, MM_DTYPE)
