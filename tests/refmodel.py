@@ -38,7 +38,7 @@ MAX_RECLAIM_RETRIES = 16
 # flags
 REFERENCED, ACTIVE, WORKINGSET, LRU, DIRTY, YOUNG, PROTNONE, ISOLATED = 1, 2, 4, 8, 16, 32, 64, 128
 # flags2
-PRESENT, ANON, MAPPED, SHADOW, SWAPPED, CONTIG, BATCHED = 1, 2, 4, 8, 16, 32, 64
+PRESENT, ANON, MAPPED, SHADOW, SWAPPED, CONTIG, BATCHED, PTE_WRITE = 1, 2, 4, 8, 16, 32, 64, 128
 # ops
 LOAD, STORE, READ, WRITE, KIND, STREAM, SYSCALL_END = 0, 1, 2, 3, 3, 4, 8
 # lists
@@ -368,7 +368,7 @@ class RefModel:
         elif self.flags[x] & DIRTY:
             self.count(nid, "pgpgout", 4 * nr)
         self.free_folio(x)
-        self.flags2[x] &= ~(PRESENT | MAPPED)
+        self.flags2[x] &= ~(PRESENT | MAPPED | PTE_WRITE)
         self.workingset_eviction(x)
         return nr
 
@@ -632,13 +632,15 @@ class RefModel:
                 self.swap_used -= nr_swapped
                 self.count(cpu_nid, "pgmajfault")
                 self.count(nid, "pswpin", nr_swapped)
-            self.flags2[head] |= MAPPED
+            # a write fault maps the new (or swapped-in) folio writable; a read-faulted swap-in is
+            # read-only
+            self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
         else:
             self.count(nid, "pgpgin", 4 * nr)
             if kind <= STORE:
                 self.count(cpu_nid, "pgfault")
                 self.count(cpu_nid, "pgmajfault")
-                self.flags2[head] |= MAPPED
+                self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
         self.folio_add_lru(cpu, head)
 
     def access(self, task, cpu, page, op):
@@ -660,7 +662,10 @@ class RefModel:
                 self.flags[head] |= DIRTY
             return
         if not self.flags2[head] & MAPPED:
-            self.flags2[head] |= MAPPED
+            self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
+            self.count(self.cpu_node[cpu], "pgfault")
+        elif kind == STORE and not self.flags2[head] & PTE_WRITE:
+            self.flags2[head] |= PTE_WRITE                # do_wp_page: reuse / page_mkwrite
             self.count(self.cpu_node[cpu], "pgfault")
         assert not self.flags[head] & PROTNONE, "hint faults are outside the reference model's regime"
         self.flags[head] |= YOUNG

@@ -35,7 +35,7 @@ from .migrate import batch_cost, move_isolated_folio
 from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
 from .params import P
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
     LRU_INACTIVE_FILE, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG,
     WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
@@ -131,7 +131,7 @@ def reclaim_folio(s, p, nid, x):
         s.counters[nid, Vm.PGPGOUT] += nr * 4
         cost += p[P.IO_SEQ_4K_NS] * nr
     free_folio(s, x)
-    s.pages.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
+    s.pages.flags2[x] &= ~(F2_PRESENT | F2_MAPPED | F2_PTE_WRITE)
     workingset_eviction(s, x)     # leaves shadows/swap entries; keeps only the workingset bit
     return nr, cost
 

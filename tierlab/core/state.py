@@ -12,8 +12,8 @@ below.
         node    int8    node the page lives on (or last lived on, when not present)
         flags   uint8   PG_referenced, PG_active, PG_workingset, PG_lru, PG_dirty, young, protnone,
                         isolated
-        flags2  uint8   present, anon, mapped, shadow, swapped, contig, in an lru_add batch; bit 7 is
-                        free (PTE write/dirty state for MIGRC goes here)
+        flags2  uint8   present, anon, mapped, shadow, swapped, contig, in an lru_add batch, PTE
+                        writable (memory.py: the PTE state)
         order   int8    folio order, low nibble (heads and tails alike; folios are naturally aligned,
                         so the head of page p is p & ~(2**order - 1)); high nibble reserved for MGLRU
                         gen/refs
@@ -66,6 +66,7 @@ F2_SHADOW = np.uint8(8)      # evicted file page with a workingset shadow entry 
 F2_SWAPPED = np.uint8(16)    # anon page in swap, shadow in `stamp`
 F2_CONTIG = np.uint8(32)     # physically follows page-1 on the same node (allocated right after it)
 F2_BATCHED = np.uint8(64)    # waiting in a per-CPU lru_add batch (not yet PG_lru)
+F2_PTE_WRITE = np.uint8(128)  # the PTE mapping the folio is writable (pte_write); memory.py
 
 ORDER_MASK = np.int8(15)
 
