@@ -9,12 +9,12 @@ seq/line/write ns), so no clock decides anything:
 - accesses cost nothing, so only kswapd moves clocks (one SWAP_CLUSTER_MAX batch per step, +100 ns
   each); the engine runs the CPU that is ready first (lowest number on ties). Each kswapd runs on
   the CPU core/sched.place_kswapds gives it (one of its own after the tasks' CPUs, or shared with
-  tasks). On a CPU (CFS), tasks keep vruntime 0 and slices never run out, so the CPU's tasks run
-  their chunk parts one after another in enqueue order; a task stops after an access that woke a
-  kswapd (the engine re-picks); a woken kswapd on the task's CPU preempts it (its sleeper credit
-  is larger than the wake-up granularity) and runs until it sleeps, the preempted task going
-  behind the CPU's other tasks; a CPU that ran kswapd is ahead of the CPUs still at its old clock,
-  so they run first;
+  tasks). On a CPU, CFS as sched.py models it: tasks keep vruntime 0 (their slices never run
+  out), so they run their chunk parts one after another in enqueue order; a task stops after an
+  access that woke a kswapd (the engine re-picks); a woken kswapd gets min_vruntime - latency/2
+  and preempts a task more than wakeup_granularity ahead of it, the task going behind the CPU's
+  other tasks; a kswapd runs its slices by vruntime; a CPU that ran kswapd is ahead of the CPUs
+  still at its old clock, so they run first;
 - the folio access time and "now" are 0 ms: the hint-fault latency of a folio never stamped is
   (0 - PAGE_ACCESS_TIME_MASK) & mask = 1, then 0; the 1 s rate-limit window and the
   threshold-adjustment period never roll over, so the rate limit counts candidates from the start;
@@ -69,12 +69,17 @@ class RefModel:
         self.rq = [{} for _ in self.cpu_node]       # per CPU: enqueued entity ("t", t) / ("k", nid) -> seq
         self.rq_seq = [0] * len(self.cpu_node)
         self.curr = [None] * len(self.cpu_node)
-        self.kswapd_vruntime = [-(1 << 60)] * machine.nr_nodes    # asleep since boot
+        # CFS: vruntime and runtime per entity (tasks never run up either: accesses cost 0);
+        # kswapd has slept since boot
+        self.vr = {("t", t): 0 for t in range(nr_tasks)} | {("k", n): -(1 << 60) for n in range(machine.nr_nodes)}
+        self.runtime = {e: 0 for e in self.vr}
+        self.min_vruntime = [0] * len(self.cpu_node)
+        self.slice_start = [0] * len(self.cpu_node)
         # the CFS tunables at their defaults, times update_sysctl()'s 1 + ilog2(min(CPUs, 8))
         factor = 1 + (min(machine.nr_cpus, 8).bit_length() - 1)
-        self.sched_thresh = 6_000_000 * factor // 2                 # place_entity: latency / 2
+        self.sched_latency = 6_000_000 * factor
+        self.sched_min_gran = 750_000 * factor
         self.sched_gran = 1_000_000 * factor                        # wakeup_granularity
-        self.sched_slice_min = 750_000 * factor                     # no slice is shorter
         self.now = 0
         self.T = nr_tasks
         self.k = dict(knobs)
@@ -673,12 +678,45 @@ class RefModel:
             self.flags[head] |= DIRTY
 
     # ---- the scheduler, in the all-costs-zero regime ------------------------------------------
-    def vruntime(self, e):
-        return 0 if e[0] == "t" else self.kswapd_vruntime[e[1]]
-
     def enqueue(self, c, e):
         self.rq[c][e] = self.rq_seq[c]
         self.rq_seq[c] += 1
+
+    def update_min_vruntime(self, c):
+        if self.rq[c]:
+            self.min_vruntime[c] = max(self.min_vruntime[c], min(self.vr[e] for e in self.rq[c]))
+
+    def sched_slice(self, nr):
+        period = self.sched_latency if nr <= self.sched_latency // self.sched_min_gran else nr * self.sched_min_gran
+        return max(period // max(nr, 1), 1)
+
+    def resched(self, c, clock, waiting):
+        """sched_resched(): enqueue the waiting tasks and the woken kswapds (place_entity with
+        sleeper credit; a kswapd preempts curr when curr is more than wakeup_granularity ahead),
+        keep curr unless it is gone, preempted or through its slice, else pick the leftmost."""
+        self.update_min_vruntime(c)
+        credit = self.min_vruntime[c] - self.sched_latency // 2
+        for t in waiting:
+            self.vr[("t", t)] = max(self.vr[("t", t)], credit)
+            self.enqueue(c, ("t", t))
+        cur = self.curr[c]
+        preempt = False
+        for n in range(self.N):
+            k = ("k", n)
+            if self.kswapd_cpu[n] == c and self.kswapd_awake[n] and k not in self.rq[c] \
+                    and self.kswapd_clock[n] <= clock:
+                self.vr[k] = max(self.vr[k], credit)
+                self.enqueue(c, k)
+                preempt |= cur is not None and self.vr[cur] - self.vr[k] > self.sched_gran
+        nr = len(self.rq[c])
+        if cur is not None and not preempt and (nr <= 1 or self.runtime[cur] - self.slice_start[c] < self.sched_slice(nr)):
+            return
+        if cur is not None:
+            self.enqueue(c, cur)                      # put_prev_entity: behind its equals
+        self.curr[c] = min(self.rq[c], key=lambda e: (self.vr[e], self.rq[c][e])) if self.rq[c] else None
+        if self.curr[c] is not None:
+            self.slice_start[c] = self.runtime[self.curr[c]]
+            self.update_min_vruntime(c)
 
     def run_chunk(self, per_task):
         """per_task: one list of (page, op) per task. Runs the chunk as the engine's CFS runqueues do
@@ -694,48 +732,37 @@ class RefModel:
                     and ("k", n) not in self.rq[c]]
 
         while True:
-            # the CPU with the smallest "ready at" time, lowest number first
-            best, best_t = -1, None
+            # the CPU with the smallest "ready at" time: CPUs with something enqueued or waiting
+            # (lowest number first), then the CPUs of woken kswapds not yet enqueued (node order)
+            cands = []
             for c in range(C):
                 waiting = any(self.task_cpu[t] == c and has_work(t) and ("t", t) not in self.rq[c]
                               for t in range(self.T))
-                ready = [self.cpu_clock[c]] if self.rq[c] or waiting else []
-                ready += [max(self.cpu_clock[c], self.kswapd_clock[n]) for n in pending(c)]
-                if ready and (best_t is None or min(ready) < best_t):
-                    best, best_t = c, min(ready)
+                if self.rq[c] or waiting:
+                    cands.append((self.cpu_clock[c], c))
+            for n in range(self.N):
+                c = self.kswapd_cpu[n]
+                if n in pending(c):
+                    cands.append((max(self.cpu_clock[c], self.kswapd_clock[n]), c))
+            best, best_t = -1, None
+            for t_ready, c in cands:
+                if best_t is None or t_ready < best_t:
+                    best, best_t = c, t_ready
             if best < 0:
                 break
             c = best
             self.cpu_clock[c] = clock = max(self.cpu_clock[c], best_t)
-            # tasks with work enter in task order, then the woken kswapds: place_entity gives a
-            # kswapd min_vruntime (0: tasks never run up vruntime) - latency/2, and it preempts
-            # curr when curr is more than wakeup_granularity ahead of it
-            for t in range(self.T):
-                if self.task_cpu[t] == c and has_work(t) and ("t", t) not in self.rq[c]:
-                    self.enqueue(c, ("t", t))
-            preempt = False
-            for n in pending(c):
-                if self.kswapd_clock[n] <= clock:
-                    self.kswapd_vruntime[n] = max(self.kswapd_vruntime[n], -self.sched_thresh)
-                    self.enqueue(c, ("k", n))
-                    cur = self.curr[c]
-                    preempt |= cur is not None and self.vruntime(cur) - self.kswapd_vruntime[n] > self.sched_gran
-            if preempt:
-                self.enqueue(c, self.curr[c])         # put_prev_entity: behind its equals
-                self.curr[c] = None
+            self.resched(c, clock, [t for t in range(self.T) if self.task_cpu[t] == c and has_work(t)
+                                    and ("t", t) not in self.rq[c]])
             if self.curr[c] is None:
-                if not self.rq[c]:
-                    continue
-                # pick_next_entity: smallest vruntime, enqueue order on ties
-                self.curr[c] = min(self.rq[c], key=lambda e: (self.vruntime(e), self.rq[c][e]))
+                continue
             kind, x = self.curr[c]
             if kind == "k":
                 self.kswapd_clock[x] = max(self.kswapd_clock[x], clock)
                 self.kswapd_step(x)
                 end = max(self.kswapd_clock[x], clock)
-                self.kswapd_vruntime[x] += end - clock
-                assert self.kswapd_vruntime[x] + self.sched_thresh < self.sched_slice_min, \
-                    "a slice ran out: outside the reference model's regime"
+                self.vr[("k", x)] += end - clock
+                self.runtime[("k", x)] += end - clock
                 self.cpu_clock[c] = end
                 if not self.kswapd_awake[x]:
                     del self.rq[c][("k", x)]

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from simkit import CXL, DRAM, LOAD, STORE, machine, make_sim, run, seq
-from tierlab.core.sched import place_kswapds, sched_init_chunk, sched_resched
+from tierlab.core.sched import place_kswapds, sched_exit_task, sched_init_chunk, sched_resched, sched_wake_task
 from tierlab.machine import Machine
 from tierlab.workloads.base import Region
 
@@ -151,3 +151,21 @@ def test_result_tasks_round_trip_through_json():
     assert res.tasks.name.tolist() == ["task0", "kswapd0", "kswapd1"]
     d = json.loads(json.dumps(res.to_dict()))
     assert d["tasks"] == res.tasks.to_dict(orient="records")
+
+
+def test_exited_task_never_runs_again_and_a_woken_one_waits_for_its_time():
+    sim = two_task_sim()
+    run(sim, seq([0] * 100, LOAD), seq([4] * 100, LOAD))
+    s = sim.state
+    sched_exit_task(s, 1)                       # do_exit (the proc contract)
+    assert s.task[1]["dead"] == 1 and s.task[1]["on_rq"] == 0
+    r0, r1 = int(s.task[0]["runtime"]), int(s.task[1]["runtime"])
+    run(sim, seq([0] * 100, LOAD), seq([4] * 100, LOAD))
+    assert int(s.task[1]["runtime"]) == r1 and int(s.task[0]["runtime"]) > r0
+    # a task made runnable from a later time (a process started within the run)
+    sim = two_task_sim()
+    at = 2 * MS
+    sched_wake_task(sim.state, 1, at)
+    run(sim, seq([0] * 100, LOAD), seq([4] * 100, LOAD))
+    t = sim.state.task
+    assert int(t[1]["end"]) - int(t[1]["runtime"]) == at

@@ -188,22 +188,30 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     sched_init_chunk(s, task_pos, offsets)
     while True:
         # the CPU that is next to do something (its clock, or when an idle CPU's next entity
-        # becomes runnable), and the runner-up (bounds the quantum): O(CPUs + nodes)
+        # becomes runnable: a task's start, a woken kswapd not yet enqueued), and the runner-up
+        # (bounds the quantum): O(CPUs + nodes)
         best = -1
         best_t = INF
         second_t = INF
         for c in range(ncpu):
             ct = cpu_ready_at(s, c)
-            for nid in range(nnodes):
-                g = s.pgdat[nid]
-                if g.kswapd_cpu == c and g.kswapd_awake and not g.kswapd_on_rq:
-                    ct = min(ct, max(s.cpu[c].clock, g.kswapd_clock))
             if ct < best_t:
                 second_t = best_t
                 best_t = ct
                 best = c
             elif ct < second_t:
                 second_t = ct
+        for nid in range(nnodes):
+            g = s.pgdat[nid]
+            if g.kswapd_awake and not g.kswapd_on_rq:
+                c = g.kswapd_cpu
+                kt = max(s.cpu[c].clock, g.kswapd_clock)
+                if kt < best_t:
+                    second_t = best_t
+                    best_t = kt
+                    best = c
+                elif kt < second_t:
+                    second_t = kt
         if best < 0:
             return STATUS_DONE
         while s.sys[0].next_sample <= best_t:

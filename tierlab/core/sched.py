@@ -326,9 +326,9 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
             if curr >= 0 and entity_vruntime(s, curr) - g.kswapd_vruntime > gran:
                 preempt = True              # check_preempt_wakeup
     cpu.need_resched = 0
+    cpu.slice_ns = sched_slice(p, cpu.nr_running)     # check_preempt_tick: for today's nr_running
     if curr >= 0 and not preempt and (cpu.nr_running <= 1
                                       or entity_runtime(s, curr) - cpu.slice_start < cpu.slice_ns):
-        cpu.slice_ns = sched_slice(p, cpu.nr_running)
         return curr
     if curr >= 0:
         # put_prev_entity(): curr goes back into the tree, behind the entities of equal vruntime
@@ -355,7 +355,6 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
     cpu.curr = best
     if best >= 0:
         cpu.slice_start = entity_runtime(s, best)
-        cpu.slice_ns = sched_slice(p, cpu.nr_running)
         update_min_vruntime(s, c)
     return best
 
