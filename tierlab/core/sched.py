@@ -132,19 +132,12 @@ def sched_slice(p, nr_running):
 
 
 @jit_inline
-def entity_vruntime(s, e):
+def entity_times(s, e):
+    """(runtime, vruntime) of entity e: a task, or T + nid for node nid's kswapd."""
     T = s.task.shape[0]
     if e < T:
-        return s.task[e].vruntime
-    return s.pgdat[e - T].kswapd_vruntime
-
-
-@jit_inline
-def entity_runtime(s, e):
-    T = s.task.shape[0]
-    if e < T:
-        return s.task[e].runtime
-    return s.pgdat[e - T].kswapd_runtime
+        return s.task[e].runtime, s.task[e].vruntime
+    return s.pgdat[e - T].kswapd_runtime, s.pgdat[e - T].kswapd_vruntime
 
 
 @jit_inline
@@ -263,7 +256,7 @@ def sched_need_pick(s, c, clock):
     curr = cpu.curr
     if curr < 0 or cpu.need_resched or cpu.next_start <= clock or kswapd_pending(s, c, clock):
         return True
-    return cpu.nr_running > 1 and entity_runtime(s, curr) - cpu.slice_start >= cpu.slice_ns
+    return cpu.nr_running > 1 and entity_times(s, curr)[0] - cpu.slice_start >= cpu.slice_ns
 
 
 @jit_inline
@@ -323,12 +316,12 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
             g.kswapd_on_rq = 1
             g.kswapd_seq = enqueue_seq(s, c)
             cpu.nr_running += 1
-            if curr >= 0 and entity_vruntime(s, curr) - g.kswapd_vruntime > gran:
+            if curr >= 0 and entity_times(s, curr)[1] - g.kswapd_vruntime > gran:
                 preempt = True              # check_preempt_wakeup
     cpu.need_resched = 0
     cpu.slice_ns = sched_slice(p, cpu.nr_running)     # check_preempt_tick: for today's nr_running
     if curr >= 0 and not preempt and (cpu.nr_running <= 1
-                                      or entity_runtime(s, curr) - cpu.slice_start < cpu.slice_ns):
+                                      or entity_times(s, curr)[0] - cpu.slice_start < cpu.slice_ns):
         return curr
     if curr >= 0:
         # put_prev_entity(): curr goes back into the tree, behind the entities of equal vruntime
@@ -354,7 +347,7 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
                 best, best_vr, best_seq = T + n, vr, g.kswapd_seq
     cpu.curr = best
     if best >= 0:
-        cpu.slice_start = entity_runtime(s, best)
+        cpu.slice_start = entity_times(s, best)[0]
         update_min_vruntime(s, c)
     return best
 
