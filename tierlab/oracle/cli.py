@@ -76,7 +76,8 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
         settings = dict(MODEL_GUEST_SETTINGS) | _key_values(args.guest_setting, "--guest-setting")
     run = run_oracle(args.workload, _key_values(args.param, "--param"), _key_values(args.set, "--set"),
                      machine=args.machine, scale=args.scale, cpus=args.cpus, seed=args.seed,
-                     guest_settings=settings, accel=args.accel, timeout_s=args.timeout, log=_log)
+                     guest_settings=settings, program_args=_key_values(args.program_arg, "--program-arg"),
+                     accel=args.accel, timeout_s=args.timeout, log=_log)
     if args.transcript:
         with open(args.transcript, "w") as f:
             f.write(run.transcript)
@@ -111,6 +112,9 @@ def add_oracle_command(sub) -> None:
     o.add_argument("--guest-setting", action="append", metavar="PATH=VALUE",
                    help="write VALUE to PATH in the guest before the knobs (overrides the defaults "
                         "/sys/kernel/mm/lru_gen/enabled=0, /proc/sys/vm/watermark_boost_factor=0)")
+    o.add_argument("--program-arg", action="append", metavar="KEY=VALUE",
+                   help="an argument of the guest program the workload has no param for, e.g. "
+                        "mmap=shared-ro for random-read (tierlab/oracle/programs/*.c say which)")
     o.add_argument("--accel", default="tcg", metavar="ACCEL",
                    help="QEMU accelerator (default: tcg; e.g. 'tcg,thread=single' or 'kvm' where it works)")
     o.add_argument("--timeout", type=float, default=900, metavar="S", help="give up on the guest after S seconds")

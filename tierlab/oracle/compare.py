@@ -123,8 +123,8 @@ def check_tiers(machine: Machine, guest: GuestResult) -> list[str]:
 
 def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = None,
                machine: str = "qemu-2node", scale: float = 1.0, cpus: int = guest_mod.DEFAULT_CPUS,
-               seed: int = 0, guest_settings: dict | None = None, accel: str = "tcg",
-               timeout_s: float = 900, log=None) -> OracleRun:
+               seed: int = 0, guest_settings: dict | None = None, program_args: dict | None = None,
+               accel: str = "tcg", timeout_s: float = 900, log=None) -> OracleRun:
     """Run `workload` in the guest and in the model on the same configuration (module docstring)."""
     from .. import api
 
@@ -133,7 +133,7 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
     w = make_workload(workload, params, scale=scale)       # validates params before any work
     w.validate()
     kernel = Kernel(**knobs)
-    program, args, files = guest_program(w, seed)
+    program, args, files = guest_program(w, seed, program_args)
     settings = dict(guest_mod.MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
     booted = guest_mod.boot(m, program, args, files, kernel, settings, timeout_s=timeout_s, accel=accel, log=log)
     g = parse_console(booted.transcript)
@@ -149,6 +149,7 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
     res = api.build({"machine": mm.to_dict(), "workload": workload, "params": params, "knobs": model_knobs,
                      "scale": scale, "seed": seed}).run().result()
     spec = {"workload": workload, "params": params, "knobs": knobs, "machine": machine, "scale": scale,
-            "cpus": cpus, "seed": seed, "guest_settings": settings, "accel": accel}
+            "cpus": cpus, "seed": seed, "guest_settings": settings, "program_args": dict(program_args or {}),
+            "accel": accel}
     return OracleRun(spec=spec, guest=g, model=res, machine=m, model_machine=mm.to_dict(),
                      transcript=booted.transcript, wall_s=booted.wall_s, warnings=warnings)

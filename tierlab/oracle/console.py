@@ -8,8 +8,8 @@ The guest's run script (tierlab.oracle.guest.run_script) and programs print line
     @@tierlab knob NAME VALUE                a knob as read back (tierlab.kernel names)
     @@tierlab tier ID NODELIST               /sys/devices/virtual/memory_tiering/memory_tierID
     @@tierlab begin WHAT WHEN ... @@tierlab end
-        WHAT is vmstat (/proc/vmstat) or nodeN.meminfo / nodeN.vmstat (/sys/devices/system/node),
-        WHEN is before or after the workload
+        WHAT is vmstat (/proc/vmstat), zoneinfo (/proc/zoneinfo) or nodeN.meminfo / nodeN.vmstat
+        (/sys/devices/system/node), WHEN is before or after the workload
     @@tierlab start NS / mark TASK INDEX NS / done NS CHECKSUM     the program's clock
     @@tierlab exit STATUS                    the program's exit status
     @@tierlab error TEXT                     something went wrong in the guest
@@ -18,7 +18,9 @@ The guest's run script (tierlab.oracle.guest.run_script) and programs print line
 after - before (so event counters count the workload only; for gauges such as nr_free_pages it is
 the change), `vmstat_before`/`vmstat_after` the raw values, `node_counters` the same per node from
 nodeN/vmstat, `nodes` the per-node values after the workload (node vmstat names, pages) and
-`meminfo` the per-node meminfo (kB), `marks_s` the programs' marks in seconds since its start.
+`meminfo` the per-node meminfo (kB), `zones` each zone's free pages, watermarks, managed pages and
+lowmem protection after the workload (`zones_before`: before), `marks_s` the programs' marks in
+seconds since its start.
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ class GuestResult:
     meminfo: pd.DataFrame              # node x meminfo field (kB), after
     meminfo_before: pd.DataFrame
     marks_s: pd.DataFrame              # task, mark, time_s (since the program's start)
+    zones: pd.DataFrame                # (node, zone) x free, min, low, high, promo, managed, ...: after
+    zones_before: pd.DataFrame
     run_time_s: float                  # the program's start to done (guest clock; TCG time, not a machine's)
     kernel: str = ""
     knobs: dict = field(default_factory=dict)
@@ -108,6 +112,34 @@ def _meminfo(lines: list[str]) -> dict[str, int]:
     return out
 
 
+_ZONE_HEAD = re.compile(r"^Node\s+(\d+),\s+zone\s+(\S+)")
+_ZONE_FIELDS = ("free", "boost", "min", "low", "high", "promo", "spanned", "present", "managed")
+
+
+def _zoneinfo(lines: list[str] | None) -> pd.DataFrame:
+    """/proc/zoneinfo: one row per zone (node, zone) with its pages and watermarks and
+    `protection_movable`, its lowmem reserve against allocations that may use ZONE_MOVABLE (x86-64)."""
+    rows, cur = [], None
+    for ln in lines or []:
+        m = _ZONE_HEAD.match(ln)
+        if m:
+            cur = {"node": int(m.group(1)), "zone": m.group(2)}
+            rows.append(cur)
+            continue
+        if cur is None:
+            continue
+        words = ln.split()
+        if words[:2] == ["pages", "free"]:
+            cur["free"] = int(words[2])
+        elif len(words) == 2 and words[0] in _ZONE_FIELDS and words[1].lstrip("-").isdigit():
+            cur[words[0]] = int(words[1])
+        elif words and words[0] == "protection:":
+            # lowmem_reserve[] by the allocation's highest zone: DMA, DMA32, Normal, Movable, Device
+            cur["protection_movable"] = int(ln.split("(")[1].rstrip(")").split(",")[3])
+    df = pd.DataFrame(rows)
+    return df.set_index(["node", "zone"]) if len(df) else df
+
+
 def _frame(per_node: dict[int, dict[str, int]]) -> pd.DataFrame:
     df = pd.DataFrame.from_dict(per_node, orient="index").sort_index().fillna(0).astype("int64")
     df.index.name = "node"
@@ -144,6 +176,8 @@ def parse_console(text: str) -> GuestResult:
     res = GuestResult(counters=(va - vb).rename(None), vmstat_before=vb, vmstat_after=va,
                       node_counters=na - nb, nodes=na, meminfo=_frame(per[("meminfo", "after")]),
                       meminfo_before=_frame(per[("meminfo", "before")]),
+                      zones=_zoneinfo(blocks.get(("zoneinfo", "after"))),
+                      zones_before=_zoneinfo(blocks.get(("zoneinfo", "before"))),
                       marks_s=pd.DataFrame(columns=["task", "mark", "time_s"]), run_time_s=float("nan"))
     start = done = None
     marks = []

@@ -162,6 +162,7 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         "dump() {",
         "  echo 1 > /proc/sys/vm/stat_refresh",
         "  echo \"@@tierlab begin vmstat $1\"; cat /proc/vmstat; echo '@@tierlab end'",
+        "  echo \"@@tierlab begin zoneinfo $1\"; cat /proc/zoneinfo; echo '@@tierlab end'",
         "  for n in /sys/devices/system/node/node[0-9]*; do",
         "    for f in meminfo vmstat; do",
         "      echo \"@@tierlab begin ${n##*/}.$f $1\"; cat $n/$f; echo '@@tierlab end'",
@@ -186,9 +187,16 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         "  echo \"@@tierlab tier ${t##*memory_tier} $(cat $t/nodelist)\"",
         "done",
         "dump before",
-        " ".join([shlex.quote(f"/bin/tierlab-{program}")] + [shlex.quote(a) for a in args]),
-        "echo \"@@tierlab exit $?\"",
-        "dump after",
+        # the program stops itself (SIGSTOP) when done, so "after" sees its memory still mapped, as
+        # the model's final state does; then it is killed. A program that fails exits instead.
+        " ".join([shlex.quote(f"/bin/tierlab-{program}")] + [shlex.quote(a) for a in args]) + " &",
+        "pid=$!",
+        "while s=$(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null) && [ \"$s\" != T ] && [ \"$s\" != Z ]; do sleep 0.1; done",
+        "if [ \"$s\" = T ]; then",
+        "  echo '@@tierlab exit 0'; dump after; kill -9 $pid; wait $pid",
+        "else",
+        "  wait $pid; echo \"@@tierlab exit $?\"; dump after",
+        "fi",
     ]
     return "\n".join(lines) + "\n"
 

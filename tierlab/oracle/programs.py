@@ -36,11 +36,14 @@ def _random_read(w, seed: int):
 PROGRAMS = {"file-read": _file_read, "random-read": _random_read}
 
 
-def guest_program(workload: Workload, seed: int = 0) -> tuple[str, list[str], dict[str, int]]:
-    """(program name, its key=value arguments, files the disk must hold: name -> bytes)."""
+def guest_program(workload: Workload, seed: int = 0, extra: dict | None = None) -> tuple[str, list[str], dict[str, int]]:
+    """(program name, its key=value arguments, files the disk must hold: name -> bytes). `extra`
+    adds or replaces program arguments the workload has no param for (e.g. random-read's
+    mmap=shared-ro; see the program's header)."""
     fn = PROGRAMS.get(workload.name)
     if fn is None:
         raise ConfigError(f"oracle: workload {workload.name!r} has no guest program yet; accepted: "
                           f"{', '.join(sorted(PROGRAMS))}")
     program, args, files = fn(workload, seed)
-    return program, [f"dir=/mnt"] + [f"{k}={v}" for k, v in args.items()], files
+    args = {"dir": "/mnt", **args, **(extra or {})}
+    return program, [f"{k}={v}" for k, v in args.items()], files

@@ -5,7 +5,8 @@
  * (tierlab/oracle/console.py) can pick them out of the serial console:
  *   @@tierlab start NS               the program starts (CLOCK_MONOTONIC ns)
  *   @@tierlab mark TASK INDEX NS     a task's MARK (as tierlab's workloads place them)
- *   @@tierlab done NS CHECKSUM       all tasks finished
+ *   @@tierlab done NS CHECKSUM       all tasks finished; the program then stops itself (SIGSTOP)
+ *                                    so the host's "after" dump sees its memory still in place
  * Memory policies are set with the raw set_mempolicy/mbind system calls (no libnuma).
  */
 #define _GNU_SOURCE
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +118,12 @@ static inline uint64_t next_random(uint64_t *s)
 }
 
 static inline double next_unit(uint64_t *s) { return (next_random(s) >> 11) * 0x1.0p-53; }
+
+static inline void finish(unsigned long long checksum)
+{
+    dprintf(1, "@@tierlab done %lld %llu\n", now_ns(), checksum);
+    raise(SIGSTOP);
+}
 
 static inline void run_tasks(int tasks, void *(*fn)(void *))
 {

@@ -5,7 +5,11 @@
  * scattered over the region by a fixed permutation):
  *   target=anon            a 4 KiB copy out of an anonymous mapping (mbind to `policy`); task 0
  *                          first writes every page once, then MARKs;
- *   target=file, io=mmap   a 4 KiB copy through a shared read-only mapping of DIR/data;
+ *   target=file, io=mmap   a 4 KiB copy through a mapping of DIR/data: a private writable one
+ *                          (never written) by default, which the NUMA scanner walks as the model's
+ *                          mapped file regions are walked; mmap=shared-ro maps it PROT_READ,
+ *                          MAP_SHARED (what fio's mmap engine does for reads), which Linux 6.12's
+ *                          task_numa_work() skips (read-only file mappings get no hint faults);
  *   target=file, io=read   a pread() of one page (fio's psync engine).
  * For files the page cache follows `policy` as the reading task's mempolicy. prefault=1: task 0
  * first reads the file once sequentially (through the mapping or with pread()), then MARKs. Like
@@ -13,7 +17,7 @@
  * sequential part is over. Every task MARKs at its end.
  *
  * args: dir= file_size= accesses= tasks= dist=uniform|zipf zipf_theta= target=file|anon
- *       io=mmap|read policy= prefault= seed=
+ *       io=mmap|read policy= prefault= seed= mmap=private-rw|shared-ro
  */
 #include "common.h"
 
@@ -123,7 +127,9 @@ int main(int argc, char **argv)
         if (fd < 0)
             die(path);
         if (!use_read) {
-            region = mmap(NULL, pages * PAGE, PROT_READ, MAP_SHARED, fd, 0);
+            int shared_ro = !strcmp(arg_str("mmap", "private-rw"), "shared-ro");
+            region = mmap(NULL, pages * PAGE, shared_ro ? PROT_READ : PROT_READ | PROT_WRITE,
+                          shared_ro ? MAP_SHARED : MAP_PRIVATE, fd, 0);
             if (region == MAP_FAILED)
                 die("mmap file");
         }
@@ -139,6 +145,6 @@ int main(int argc, char **argv)
     unsigned long long sum = 0;
     for (int t = 0; t < tasks; t++)
         sum += checksum[t];
-    dprintf(1, "@@tierlab done %lld %llu\n", now_ns(), sum);
+    finish(sum);
     return 0;
 }
