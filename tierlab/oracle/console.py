@@ -8,8 +8,9 @@ The guest's run script (tierlab.oracle.guest.run_script) and programs print line
     @@tierlab knob NAME VALUE                a knob as read back (tierlab.kernel names)
     @@tierlab tier ID NODELIST               /sys/devices/virtual/memory_tiering/memory_tierID
     @@tierlab begin WHAT WHEN ... @@tierlab end
-        WHAT is vmstat (/proc/vmstat), zoneinfo (/proc/zoneinfo) or nodeN.meminfo / nodeN.vmstat
-        (/sys/devices/system/node), WHEN is before or after the workload
+        WHAT is vmstat (/proc/vmstat), zoneinfo (/proc/zoneinfo), nodeN.meminfo / nodeN.vmstat
+        (/sys/devices/system/node) or taskT.sched (/proc/PID/task/T/sched, after only), WHEN is
+        before or after the workload
     @@tierlab start NS / mark TASK INDEX NS / done NS CHECKSUM     the program's clock
     @@tierlab exit STATUS                    the program's exit status
     @@tierlab error TEXT                     something went wrong in the guest
@@ -58,6 +59,7 @@ class GuestResult:
     tiers: dict = field(default_factory=dict)     # memory tier id -> node list text
     exit_status: int | None = None
     errors: list = field(default_factory=list)
+    numa_scan_seq: int | None = None   # mm->numa_scan_seq after the workload: NUMA scanner passes completed
 
     def node_tier(self) -> dict[int, int]:
         """node -> memory tier id, as the guest placed them."""
@@ -76,7 +78,7 @@ class GuestResult:
                 "meminfo_kB": {str(i): {k: int(v) for k, v in row.items()} for i, row in self.meminfo.iterrows()},
                 "marks_s": self.marks_s.to_dict(orient="list"), "run_time_s": self.run_time_s,
                 "knobs": self.knobs, "settings": self.settings, "tiers": self.tiers,
-                "exit_status": self.exit_status, "errors": self.errors}
+                "numa_scan_seq": self.numa_scan_seq, "exit_status": self.exit_status, "errors": self.errors}
 
 
 def _blocks(lines: list[str]) -> dict[tuple[str, str], list[str]]:
@@ -179,6 +181,11 @@ def parse_console(text: str) -> GuestResult:
                       zones=_zoneinfo(blocks.get(("zoneinfo", "after"))),
                       zones_before=_zoneinfo(blocks.get(("zoneinfo", "before"))),
                       marks_s=pd.DataFrame(columns=["task", "mark", "time_s"]), run_time_s=float("nan"))
+    for (what, when), body in blocks.items():
+        if what.startswith("task") and what.endswith(".sched"):
+            for ln in body:
+                if ln.startswith("mm->numa_scan_seq"):
+                    res.numa_scan_seq = int(ln.split(":")[1])
     start = done = None
     marks = []
     for ln in tagged:
