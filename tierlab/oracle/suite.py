@@ -163,6 +163,7 @@ def run_entry(e: Entry, log=None, accel: str = "tcg") -> EntryResult:
         res.guest.append({c: _value(run.guest.counters, c) for c in MECHANISMS[e.mechanism].rows})
         res.info.setdefault("guest_run_time_s", []).append(round(run.guest.run_time_s, 2))
         res.info.setdefault("guest_wall_s", []).append(round(run.wall_s, 1))
+        res.info.setdefault("numa_scan_seq", []).append(run.guest.numa_scan_seq)
         res.info.setdefault("warnings", []).extend(run.warnings)
     res.model = {c: _value(run.model.counters, c) for c in MECHANISMS[e.mechanism].rows}
     res.info.update(kernel=run.guest.kernel, model_sim_time_s=round(run.model.sim_time_s, 3),
@@ -214,6 +215,8 @@ def markdown(results: list[EntryResult]) -> str:
                        f"guest's clock ({i['guest_wall_s']} s wall with boot). Model: capacities {i['model_capacity_MiB']} MiB "
                        f"(guest MemFree), min_free_kbytes {i['min_free_kbytes']}, {i['model_sim_time_s']} s simulated"
                        + (f"; time-matched with R = {r.r:.1f} ({i['matched_sim_time_s']} s simulated)" if r.r else "")
+                       + (f". Guest NUMA scanner passes (mm->numa_scan_seq): {i['numa_scan_seq']}"
+                          if r.r and any(i.get("numa_scan_seq") or []) else "")
                        + ".\n")
             for w in sorted(set(i.get("warnings", []))):
                 out.append(f"WARNING: {w}\n")
