@@ -133,6 +133,9 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
     w = make_workload(workload, params, scale=scale)       # validates params before any work
     w.validate()
     kernel = Kernel(**knobs)
+    from ..config import validate
+    validate({"machine": m.to_dict(), "workload": workload, "params": params, "knobs": knobs,
+              "scale": scale, "seed": seed})               # the model's side too, before the guest boots
     program, args, files = guest_program(w, seed, program_args)
     settings = dict(guest_mod.MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
     booted = guest_mod.boot(m, program, args, files, kernel, settings, timeout_s=timeout_s, accel=accel, log=log)

@@ -96,22 +96,9 @@ def _blocks(lines: list[str]) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def _vmstat(lines: list[str]) -> dict[str, int]:
-    out = {}
-    for ln in lines:
-        m = _VMSTAT.match(ln)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
-
-
-def _meminfo(lines: list[str]) -> dict[str, int]:
-    out = {}
-    for ln in lines:
-        m = _MEMINFO.match(ln)
-        if m:
-            out[m.group(1).strip()] = int(m.group(2))
-    return out
+def _pairs(lines: list[str], pattern: re.Pattern) -> dict[str, int]:
+    """name -> value for the lines `pattern` matches (group 1 the name, group 2 the number)."""
+    return {m.group(1).strip(): int(m.group(2)) for m in map(pattern.match, lines) if m}
 
 
 _ZONE_HEAD = re.compile(r"^Node\s+(\d+),\s+zone\s+(\S+)")
@@ -158,7 +145,7 @@ def parse_console(text: str) -> GuestResult:
         if ("vmstat", when) not in blocks:
             raise ConsoleError(f"no /proc/vmstat dump '{when}' the workload in the transcript "
                                f"(the guest stopped early?); errors: {_errors(tagged) or 'none'}")
-    before, after = _vmstat(blocks[("vmstat", "before")]), _vmstat(blocks[("vmstat", "after")])
+    before, after = _pairs(blocks[("vmstat", "before")], _VMSTAT), _pairs(blocks[("vmstat", "after")], _VMSTAT)
     if set(before) != set(after) or not before:
         raise ConsoleError("the /proc/vmstat dumps before and after differ in their names (a garbled line?)")
     names = list(after)
@@ -168,8 +155,8 @@ def parse_console(text: str) -> GuestResult:
     for (what, when), body in blocks.items():
         m = _NODE_BLOCK.match(what)
         if m:
-            parse = _meminfo if m.group(2) == "meminfo" else _vmstat
-            per.setdefault((m.group(2), when), {})[int(m.group(1))] = parse(body)
+            pattern = _MEMINFO if m.group(2) == "meminfo" else _VMSTAT
+            per.setdefault((m.group(2), when), {})[int(m.group(1))] = _pairs(body, pattern)
     for key in (("vmstat", "before"), ("vmstat", "after"), ("meminfo", "before"), ("meminfo", "after")):
         if key not in per:
             raise ConsoleError(f"no per-node {key[0]} dump '{key[1]}' the workload in the transcript")

@@ -14,7 +14,6 @@
 static const char *dir;
 static long long file_size, read_size, cycles, warmup;
 static struct policy file_policy, buffer_policy;
-static unsigned long long checksum[MAX_TASKS];
 
 static void read_pass(int fd, char *buf, int task)
 {
@@ -67,11 +66,6 @@ int main(int argc, char **argv)
     int tasks = (int)arg_int("tasks", "1");
     file_policy = parse_policy(arg_str("file_policy", "default"));
     buffer_policy = parse_policy(arg_str("buffer_policy", "default"));
-    dprintf(1, "@@tierlab start %lld\n", now_ns());
     run_tasks(tasks, task_main);
-    unsigned long long sum = 0;
-    for (int t = 0; t < tasks; t++)
-        sum += checksum[t];
-    finish(sum);
     return 0;
 }
