@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .base import Chunk, Region, Workload
+from .base import Chunk, Process, Region, Workload
 from .file_read import FileRead
 from .random_read import RandomRead
 from .trace import TraceWorkload
@@ -22,4 +22,4 @@ def make_workload(name: str, params: dict | None = None, scale: float = 1.0) -> 
     return cls(scale=scale, **(params or {}))
 
 
-__all__ = ["Chunk", "Region", "Workload", "WORKLOADS", "make_workload", "register"]
+__all__ = ["Chunk", "Process", "Region", "Workload", "WORKLOADS", "make_workload", "register"]
