@@ -270,32 +270,22 @@ def task_numa_work(s, p, mm, now):
 
 
 @jit
-def task_scan_start_walk_ns(s, p):
-    """task_scan_start() for the current RSS: scan_period_min / windows (one window per
-    scan_size_mb of RSS), floored at the MAX_SCAN_WINDOW rate (100 ms at 256 MB per pass). Runs
-    once per task (a walk over the pages to count the RSS)."""
-    rss = 0   # get_mm_rss(): pages mapped by the mm (anon and mapped file), not page cache
-    for x in range(s.pages.node.shape[0]):
-        if (s.pages.flags2[x] & F2_PRESENT) and (s.pages.flags2[x] & F2_MAPPED):
-            rss += 1
-    scan_pages = np.int64(p[P.SCAN_SIZE_MB]) << 8
-    windows = max(np.int64(1), (rss + scan_pages - 1) // scan_pages)
-    floor_ms = 1000.0 * p[P.SCAN_SIZE_MB] / MAX_SCAN_WINDOW_MB
-    return np.int64(max(floor_ms, p[P.SCAN_PERIOD_MIN_MS] / windows) * 1_000_000)
-
-
-@jit
 def task_tick_numa(s, p, task, runtime, now):
-    """Runtime-driven trigger: once the task has run a scan period since its last stamp, the scan
-    work runs at its return to user (here: right away). Returns the cost of the scan, if any."""
+    """task_tick_numa(), driven by the task's runtime: once it has run a scan period past its
+    node_stamp, the period is recomputed if this is the task's first tick (node_stamp still 0:
+    task_scan_start() for the mm's RSS *now*, after scan_delay of runtime, when the footprint is
+    resident), node_stamp moves on by the old period, and the scan work runs at the return to user
+    (here: right away) if the mm's numa_next_scan has come; task_numa_work() then sets the next
+    scan one (new) period ahead. Threads other than a process's first start with a staggered
+    node_stamp (init_numa_balancing) and so keep the scan_delay period. Returns the scan's cost."""
     t = s.task[task]
-    if t.numa_scan_period == 0:
-        t.numa_scan_period = task_scan_start_walk_ns(s, p)
-        t.numa_scan_stamp = 0
-    if runtime < t.numa_scan_stamp + t.numa_scan_period:
+    period = t.numa_scan_period
+    if runtime < t.numa_scan_stamp + period:
         return 0.0
-    t.numa_scan_stamp = runtime
     mm = t.mm
+    if t.numa_scan_stamp == 0:
+        t.numa_scan_period = task_scan_start_ns(s, p, mm)
+    t.numa_scan_stamp += period
     cost = 0.0
     if now >= s.mm[mm].numa_next_scan:
         s.mm[mm].numa_next_scan = now + t.numa_scan_period

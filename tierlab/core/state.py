@@ -323,8 +323,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     task["cpu"] = task_cpu
     task["mm"] = 0 if task_mm is None else task_mm
     task["start"] = 0 if task_start is None else task_start
-    task["numa_scan_stamp"] = 0
-    task["numa_scan_period"] = 0
+    task["numa_scan_stamp"] = 0 if task_node_stamp is None else task_node_stamp
+    task["numa_scan_period"] = scan_delay_ns     # init_numa_balancing: p->numa_scan_period = scan_delay
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
     M = 1 if mm_start is None else len(mm_start)
