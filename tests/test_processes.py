@@ -329,3 +329,28 @@ def test_random_lifecycles_lose_no_page_and_stay_bounded(script, seed):
     assert not (s.pages.flags2[:48] & (st.F2_PRESENT | st.F2_SWAPPED | st.F2_MAPPED)).any()
     assert s.lruvec["lru_size"][:, :2].sum() == 0
     assert s.pages.node.shape[0] == 64        # the same page ids served every process
+
+
+def test_anon_pressure_pushes_the_file_down_and_gives_dram_back():
+    """The hog's heap, bound to DRAM, grows over the cached file: kswapd demotes page cache; after
+    the shrink and the hog's exit, DRAM is free again and page-cache promotion brings the file
+    back; the hog's memory is all freed."""
+    from tierlab.api import build
+    sim = build({"machine": "qemu-2node", "workload": "anon-pressure", "scale": 64,
+                 "params": {"file_size": "512MiB", "anon_size": "768MiB", "anon_start_ms": 5, "cycles": 20,
+                            "hold_passes": 3, "anon_policy": "bind:0"},
+                 "knobs": {"demotion_enabled": 1, "numa_balancing": 2, "pagecache_promotion_enabled": 1}}).run()
+    r = sim.result()
+    s = sim.state
+    assert r.counters["pgdemote_kswapd"] > 0 and r.counters["pgpromote_success"] > 0
+    assert int(s.task[1]["dead"]) == 1 and int(rss_pages(s)[1]) == 0
+    assert len(r.marks_s[r.marks_s.task == 1]) == 2          # grown, held
+    heap = sim.workload.file_pages + sim.workload.buffer_pages
+    assert not (s.pages.flags2[heap:] & st.F2_PRESENT).any()
+    check_invariants(sim)
+
+
+def test_anon_pressure_is_listed():
+    from tierlab.workloads import WORKLOADS
+    w = WORKLOADS["anon-pressure"]
+    assert "grows" in w.description and {"anon_size", "shrink_to", "anon_start_ms"} <= set(w.params)
