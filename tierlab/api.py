@@ -40,7 +40,8 @@ if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab
 @dataclass
 class Result:
     """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
-    series sampled every `sample_interval_ms` of simulated time, per-task times and marks."""
+    series sampled every `sample_interval_ms` of simulated time, per-task times and marks, and per
+    process (mm) its state at the end (`processes`)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -49,6 +50,7 @@ class Result:
     marks_s: pd.DataFrame
     sim_time_s: float
     config: dict = field(default_factory=dict)
+    processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
 
     def to_dict(self) -> dict:
         return {
@@ -279,7 +281,25 @@ class Simulation:
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
         return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                       task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config())
+                      config=self.config(), processes=self.processes())
+
+    def processes(self) -> pd.DataFrame:
+        """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS
+        counters (pages: MM_ANONPAGES, MM_FILEPAGES, MM_SWAPENTS), the NUMA scanner's completed
+        passes (numa_scan_seq) and hint-fault count, and how many CPUs ran its threads (the
+        weight of mm_cpumask)."""
+        s = self.state
+        procs = self._layout.processes
+        alive = np.bincount(s.task["mm"][s.task["dead"] == 0], minlength=len(procs))
+        cpus = [int(sum(bin(int(w)).count("1") for w in s.mm[i]["cpumask"])) for i in range(len(procs))]
+        df = pd.DataFrame({
+            "name": [p.name for p in procs], "threads": [p.threads for p in procs], "alive": alive[:len(procs)],
+            "start_s": s.task["start"][[self._layout.task_mm.index(i) for i in range(len(procs))]] / 1e9,
+            "rss_anon": s.mm["rss_anon"], "rss_file": s.mm["rss_file"], "swapents": s.mm["swapents"],
+            "numa_scan_seq": s.mm["numa_scan_seq"], "numa_hint_faults": s.mm["numa_hint_faults"],
+            "nr_cpus_ran": cpus})
+        df.index.name = "mm"
+        return df
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`

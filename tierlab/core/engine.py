@@ -2,8 +2,9 @@
 the one access path that drives every mechanism.
 
 Scheduling. Each CPU has a clock (ns); a task runs on one CPU (tasks beyond the CPU count share
-CPUs round-robin). The loop repeatedly picks the entity with the smallest clock -- a CPU with work
-left, or an awake kswapd -- and runs it: a CPU runs its next task for a quantum (until its clock
+CPUs round-robin) from its `start` time (a process started within the run; an idle CPU's clock
+jumps to the earliest start) until it exits (`dead`). The loop repeatedly picks the entity with
+the smallest clock -- a CPU with work left, or an awake kswapd -- and runs it: a CPU runs its next task for a quantum (until its clock
 passes the next entity's clock plus `quantum_ns`, or a kswapd wakes), kswapd runs one reclaim
 batch. Time-series samples are taken when the smallest clock crosses a sample boundary. Everything
 is serial and driven by virtual time only, so a run is bit-identical whatever the host does.
@@ -16,7 +17,8 @@ effect* at anything that needs an out-of-line step (a fault, a hint fault, a pag
 candidate: ops.ACCESS_*); the run loop then takes that access from the start -- the fault
 (`access_fault()`: memory.fault_in) and `access_present()` again in its general case, which makes
 the out-of-line calls itself. So the fast and the general case cannot differ: they are the same code. A mechanism
-that adds work on the access path adds it in filemap.py or memory.py, once.
+that adds work on the access path adds it in filemap.py or memory.py, once. Control ops (mmap,
+munmap, brk, exit: ops.OP_CTRL) stop the fast case like a MARK and go to task_ctrl (mm.py).
 """
 from __future__ import annotations
 
@@ -86,8 +88,8 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     """A run of accesses that `access_present()`'s fast case finishes, in a loop of its own: the
     common case (a re-read of a cached file, loads of resident memory) then runs without the
     general case's code around it, which costs registers and so time even when it is not taken.
-    Stops before a MARK or a control op, before an access the fast case cannot finish, once the clock reaches the
-    quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
+    Stops before a MARK or a control op, before an access the fast case cannot finish, once the
+    clock reaches the quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
     promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
     access (after_access)."""
     syscall_ns = np.int64(p[P.SYSCALL_NS])
