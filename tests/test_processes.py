@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from simkit import DRAM, CXL, LOAD, READ, STORE, chunk, machine
+from simkit import CXL, DRAM, LOAD, READ, STORE, Scripted, chunk, machine
 from test_properties import check_invariants
 
 from tierlab.api import Simulation
@@ -17,31 +17,20 @@ from tierlab.core import state as st
 from tierlab.core.mm import rss_pages
 from tierlab.errors import ConfigError
 from tierlab.kernel import Kernel
-from tierlab.workloads.base import Process, Region, Workload, control_op
+from tierlab.workloads.base import Process, Region, control_op
 
 
-class Procs(Workload):
+class Procs(Scripted):
     """Regions and processes given by the test; accesses by sim.run(chunks=...)."""
     name = "procs"
-    params = {}
     control_ops = True
 
     def __init__(self, regions, processes):
-        super().__init__()
-        self._regions, self._procs = list(regions), list(processes)
-
-    @property
-    def nr_tasks(self):
-        return sum(p.threads for p in self._procs)
-
-    def regions(self):
-        return self._regions
+        super().__init__(regions, sum(p.threads for p in processes))
+        self._procs = list(processes)
 
     def processes(self):
         return self._procs
-
-    def chunks(self, seed):
-        return iter(())
 
 
 def make(mach, regions, processes, **knobs):
@@ -291,18 +280,15 @@ def test_a_process_starting_later_idles_its_cpu_until_then():
     assert r.task_times_s[1] > 0.005 and r.task_times_s[0] < 0.001
 
 
-@settings(max_examples=25, deadline=None)
-@given(hst.lists(hst.tuples(hst.integers(0, 3), hst.integers(0, 2), hst.integers(1, 12)), min_size=1, max_size=25),
-       hst.integers(0, 2**16))
-def test_random_lifecycles_lose_no_page_and_stay_bounded(script, seed):
-    """Processes one after another, each mapping a slot from a pool of 3, growing/shrinking it with
-    brk, touching it and exiting: after every step free + LRU + batched == managed (check_invariants),
-    the RSS counters equal the mapped pages, and after the last exit every anon page is free."""
+def run_lifecycles(script, seed, fast_case=True, check=True):
+    """Processes one after another, each mapping a slot from a pool of 3 (one of order-2 folios),
+    touching it, reading a shared file, maybe growing/shrinking it with brk or unmapping it, and
+    exiting; after every process the invariants hold (when `check`)."""
     m = machine((48, 1, DRAM), (64, 0, CXL))
     regions = [Region(f"s{i}", "anon", 16, order=(2 if i == 2 else 0)) for i in range(3)] + [Region("f", "file", 16)]
     n = len(script)
-    procs = [Process(f"p{i}") for i in range(n)]
-    sim = make(m, regions, procs, swap_size=16, demotion_enabled=1, lru_batch_size=3)
+    sim = Simulation(m, Kernel(swap_size=16, demotion_enabled=1, lru_batch_size=3),
+                     Procs(regions, [Process(f"p{i}") for i in range(n)]), fast_case=fast_case)
     s = sim.state
     rng = np.random.default_rng(seed)
     for i, (what, slot, size) in enumerate(script):
@@ -322,14 +308,40 @@ def test_random_lifecycles_lose_no_page_and_stay_bounded(script, seed):
         per_task = [[] for _ in range(n)]
         per_task[i] = ops
         sim.run(chunks=[chunk(*per_task)])
-        check_invariants(sim)
-        assert rss_pages(s).tolist() == mapped_rss(s).tolist()
-        assert int(s.sys[0]["nr_swap_used"]) == int(s.mm["swapents"].sum())
+        if check:
+            check_invariants(sim)
+            assert rss_pages(s).tolist() == mapped_rss(s).tolist()
+            assert int(s.sys[0]["nr_swap_used"]) == int(s.mm["swapents"].sum())
+    return sim
+
+
+lifecycle_scripts = hst.lists(hst.tuples(hst.integers(0, 3), hst.integers(0, 2), hst.integers(1, 12)),
+                              min_size=1, max_size=25)
+
+
+@settings(max_examples=25, deadline=None)
+@given(lifecycle_scripts, hst.integers(0, 2**16))
+def test_random_lifecycles_lose_no_page_and_stay_bounded(script, seed):
+    """No page lost or duplicated (free + LRU + batched == managed after every process), RSS
+    counters equal the mapped pages, and after the last exit every anon page is free again: the
+    same 64 page ids served every process."""
+    sim = run_lifecycles(script, seed)
+    s = sim.state
     assert (s.regions.mm[:3] == st.NO_MM).all()
     assert not (s.pages.flags2[:48] & (st.F2_PRESENT | st.F2_SWAPPED | st.F2_MAPPED)).any()
     assert s.lruvec["lru_size"][:, :2].sum() == 0
-    assert s.pages.node.shape[0] == 64        # the same page ids served every process
+    assert s.pages.node.shape[0] == 64
 
+
+@settings(max_examples=10, deadline=None)
+@given(lifecycle_scripts, hst.integers(0, 2**16))
+def test_lifecycles_fast_and_general_case_agree(script, seed):
+    """Control ops stop the fast case like a MARK: the same run with every access in the general
+    case ends in the same state."""
+    a = run_lifecycles(script, seed, True, False).state
+    b = run_lifecycles(script, seed, False, False).state
+    for (name, x), (_, y) in zip(st.state_arrays(a), st.state_arrays(b)):
+        assert np.array_equal(x, y), name
 
 def test_anon_pressure_pushes_the_file_down_and_gives_dram_back():
     """The hog's heap, bound to DRAM, grows over the cached file: kswapd demotes page cache; after

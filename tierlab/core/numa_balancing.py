@@ -288,6 +288,10 @@ def task_tick_numa(s, p, task, runtime, now):
     t.numa_scan_stamp += period
     cost = 0.0
     if now >= s.mm[mm].numa_next_scan:
+        if t.numa_scan_period == 0:
+            # task_numa_work(): a task still at a zero period (scan_delay 0, a staggered thread)
+            # takes task_scan_start() there
+            t.numa_scan_period = task_scan_start_ns(s, p, mm)
         s.mm[mm].numa_next_scan = now + t.numa_scan_period
         cost = task_numa_work(s, p, mm, now)
     return cost

@@ -91,7 +91,6 @@ MPOL_CODES = {"default": MPOL_DEFAULT, "preferred": MPOL_PREFERRED, "bind": MPOL
 MPOL_F_MOF = 1 << 3
 MPOL_F_MORON = 1 << 4
 MPOL_F_NUMA_BALANCING = 1 << 13
-POLICY_FLAG_NAMES = {"numa_balancing": MPOL_F_NUMA_BALANCING}
 MAX_POLICY_NODES = 64         # a task policy's nodemask is one uint64 word (MAX_NUMNODES here)
 
 # region kinds
@@ -115,7 +114,7 @@ STATUS_DONE = 0
 STATUS_SAMPLES_FULL = 1
 STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
-STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.fault_task/page say which)
+STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_task/segv_page say which)
 
 NO_MM = -1         # regions.mm of an unmapped slot or a read()-only file
 MM_CPUMASK_WORDS = 64   # mm_cpumask: one bit per CPU slot of `cpu`, NR_CPUS = 4096
@@ -225,7 +224,7 @@ class Regions(NamedTuple):
     policy: np.ndarray    # int8[R] the effective policy (the VMA's, else the mapping mm's task policy)
     nodes: np.ndarray     # int8[R, N] allowed nodes in policy order, -1 padded
     order: np.ndarray     # int8[R] folio order used when faulting pages of the region
-    mm: np.ndarray        # int64[R] the mm mapping the slot, NO_MM when unmapped (or a read()-only file)
+    mm: np.ndarray        # int64[R] the mm that maps the slot (may load the file), or NO_MM
     end: np.ndarray       # int64[R] end of the mapped part: the VMA is [start[r], end[r]) (brk moves it)
     pol_flags: np.ndarray  # int64[R] the effective policy's flags (MPOL_F_MOF, MPOL_F_MORON)
     vma_policy: np.ndarray  # int8[R] 1: the slot has a VMA policy of its own (mbind); 0: the mm's applies

@@ -33,12 +33,12 @@ from ._kernels import fill_file_read
 from .base import (
     CHUNK_ACCESSES, Chunk, Process, Region, Workload, control_op, float_param, int_param, policy_param, size_param,
 )
-from .file_read import MAX_RW_COUNT
+from .file_read import ReadCalls
 
 PIECE = 1 << 20     # accesses per generated piece of the hog's stream
 
 
-class AnonPressure(Workload):
+class AnonPressure(ReadCalls, Workload):
     name = "anon-pressure"
     description = ("a file reader plus an anon process whose heap grows (brk), is held and shrinks on a "
                    "schedule: pushes page cache down a tier, then gives DRAM back")
@@ -70,18 +70,6 @@ class AnonPressure(Workload):
     @property
     def nr_tasks(self) -> int:
         return 2
-
-    @property
-    def file_pages(self) -> int:
-        return self.file_size // PAGE_SIZE
-
-    @property
-    def pages_per_call(self) -> int:
-        return max(1, min(self.read_size, MAX_RW_COUNT) // PAGE_SIZE)
-
-    @property
-    def buffer_pages(self) -> int:
-        return min(self.pages_per_call, self.file_pages)
 
     @property
     def heap_pages(self) -> int:
