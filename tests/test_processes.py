@@ -366,3 +366,23 @@ def test_anon_pressure_is_listed():
     from tierlab.workloads import WORKLOADS
     w = WORKLOADS["anon-pressure"]
     assert "grows" in w.description and {"anon_size", "shrink_to", "anon_start_ms"} <= set(w.params)
+
+
+def test_seed002_setup_from_a_config():
+    """random-read on bergamo-cxl with cpunodebind and a bind|numa_balancing policy over a DRAM
+    node and the CXL node (seed 002's numactl set-up): the task runs on that node, memory stays on
+    the two nodes, and the region is NUMA-scanned."""
+    from tierlab.api import build
+    sim = build({"machine": "bergamo-cxl", "workload": "random-read", "scale": 1024,
+                 "params": {"file_size": "192GiB", "target": "anon", "accesses": 200_000, "cpunodebind": "1",
+                            "policy": "bind|numa_balancing:1,2"},
+                 "knobs": {"numa_balancing": 2, "demotion_enabled": 1, "scan_delay_ms": 60,
+                           "scan_period_min_ms": 20}}).run()
+    s = sim.state
+    assert [int(s.cpu["node"][c]) for c in s.task["cpu"]] == [1]
+    assert sim._layout.cpu_ids == [256]    # node 1's first CPU (tierlab numbers CPUs node by node)
+    assert set(np.unique(s.pages.node[s.pages.flags2 & st.F2_PRESENT != 0]).tolist()) <= {1, 2}
+    assert sim.result().counters["numa_pte_updates"] > 0
+    with pytest.raises(ConfigError, match="cpunodebind: node 2 has no CPUs"):
+        build({"machine": "bergamo-cxl", "workload": "random-read", "scale": 1024,
+               "params": {"cpunodebind": "2"}})

@@ -147,6 +147,19 @@ def choice_param(default: str, choices: tuple[str, ...], help: str) -> Param:
     return Param(default, parse, help)
 
 
+def nodes_param(default: str, help: str) -> Param:
+    """A node list such as '0' or '0,1' ('' for none: no restriction)."""
+    def parse(v, key="value"):
+        s = str(v).strip()
+        if not s:
+            return ()
+        try:
+            return tuple(int(x) for x in s.split(","))
+        except ValueError:
+            raise ConfigError(f"{key}: {v!r} is not a node list; accepted: N[,M..] or empty") from None
+    return Param(default, parse, help)
+
+
 def policy_param(default: str, help: str) -> Param:
     """A memory policy: 'default', 'bind:1', 'preferred:0', 'interleave:0,1'."""
     def parse(v, key="value"):
