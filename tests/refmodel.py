@@ -62,9 +62,9 @@ class RefModel:
         self.demote_targets = [list(t) for t in machine.demotion_targets()]
         cpu_nodes = machine.cpu_nodes()
         C = max(1, min(len(cpu_nodes), nr_tasks))
-        self.kswapd_cpu, self.cpu_node = place_kswapds(cpu_nodes, C, [nd.cpus for nd in machine.nodes],
-                                                       machine.zonelists())
-        self.task_cpu = [t % C for t in range(nr_tasks)]
+        self.task_cpu = [t % C for t in range(nr_tasks)]         # the first CPUs, as config places them
+        self.kswapd_cpu, self.cpu_node = place_kswapds(cpu_nodes, list(range(C)), self.task_cpu,
+                                                       [nd.cpus for nd in machine.nodes], machine.zonelists())
         self.cpu_clock = [0] * len(self.cpu_node)
         self.rq = [{} for _ in self.cpu_node]       # per CPU: enqueued entity ("t", t) / ("k", nid) -> seq
         self.rq_seq = [0] * len(self.cpu_node)

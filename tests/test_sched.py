@@ -20,16 +20,16 @@ def test_kswapd_gets_an_idle_cpu_of_its_node_when_there_is_one():
     cpus = m.cpu_nodes()
     # one task on CPU 0: kswapd0 takes idle CPU 1 of node 0; node 1's kswapd is unbound and takes
     # the next idle CPU of the nearest node with CPUs (node 0)
-    assert place_kswapds(cpus, 1, [16, 0], m.zonelists()) == ([1, 2], [0, 0, 0])
+    assert place_kswapds(cpus, [0], [0], [16, 0], m.zonelists()) == ([1, 2], [0, 0, 0])
     # 16 tasks, one per CPU: no idle CPU; kswapds share the least loaded CPUs, highest first
-    assert place_kswapds(cpus, 16, [16, 0], m.zonelists()) == ([15, 14], [0] * 16)
+    assert place_kswapds(cpus, list(range(16)), list(range(16)), [16, 0], m.zonelists()) == ([15, 14], [0] * 16)
 
 
 def test_kswapd_of_a_node_with_cpus_stays_on_its_node():
     # nodes 0 and 1 have 2 CPUs each, node 2 none; 3 tasks fill CPUs 0, 1 (node 0) and 2 (node 1)
     cpus = [0, 0, 1, 1]
     zl = [[0, 1, 2], [1, 0, 2], [2, 1, 0]]     # node 2 is nearest to node 1
-    kcpu, sim_nodes = place_kswapds(cpus, 3, [2, 2, 0], zl)
+    kcpu, sim_nodes = place_kswapds(cpus, [0, 1, 2], [0, 1, 2], [2, 2, 0], zl)
     assert kcpu[0] == 1                        # node 0 has no idle CPU: shares its CPU 1 (on a tie the highest)
     assert kcpu[1] == 3 and sim_nodes[3] == 1  # node 1's idle CPU 3 becomes simulated CPU 3
     assert sim_nodes[kcpu[2]] in (0, 1)        # node 2 (unbound): no idle CPU left, shares a task CPU
@@ -147,7 +147,7 @@ def test_result_tasks_round_trip_through_json():
     sim = reclaiming_sim(1)
     run(sim, seq(range(400), STORE))
     res = sim.result()
-    assert list(res.tasks.columns) == ["name", "kind", "cpu", "node", "runtime_s", "cpu_share"]
+    assert list(res.tasks.columns) == ["name", "kind", "process", "cpu", "node", "runtime_s", "cpu_share"]
     assert res.tasks.name.tolist() == ["task0", "kswapd0", "kswapd1"]
     d = json.loads(json.dumps(res.to_dict()))
     assert d["tasks"] == res.tasks.to_dict(orient="records")

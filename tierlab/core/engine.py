@@ -3,7 +3,8 @@ path that drives every mechanism.
 
 Scheduling. Each CPU has a clock (ns) and a CFS runqueue (sched.py) shared by the tasks placed on
 it and the kswapds placed on it (a kswapd gets a CPU of its own when its node's cpumask has one no
-task uses). The loop repeatedly picks the CPU that is next to do something -- its clock when an
+task uses); a task is runnable from its `start` time (a process started within the run) until it
+exits (`dead`). The loop repeatedly picks the CPU that is next to do something -- its clock when an
 entity is runnable, or when an idle CPU's next entity becomes runnable (a kswapd's wake-up, a
 task's start) -- with a scan over CPUs (O(CPUs + nodes)), and runs its current entity: a task for
 a quantum (until its clock passes the next CPU's clock plus `quantum_ns`, its CFS slice ends, a
@@ -20,7 +21,8 @@ effect* at anything that needs an out-of-line step (a fault, a hint fault, a pag
 candidate: ops.ACCESS_*); the run loop then takes that access from the start -- the fault
 (`access_fault()`: memory.fault_in) and `access_present()` again in its general case, which makes
 the out-of-line calls itself. So the fast and the general case cannot differ: they are the same code. A mechanism
-that adds work on the access path adds it in filemap.py or memory.py, once.
+that adds work on the access path adds it in filemap.py or memory.py, once. Control ops (mmap,
+munmap, brk, exit: ops.OP_CTRL) stop the fast case like a MARK and go to task_ctrl (mm.py).
 """
 from __future__ import annotations
 
@@ -30,8 +32,12 @@ from ._jit import jit, jit_entry, jit_inline
 from .cost import line_load_ns
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
+from .mm import cpumask_set_cpu, do_ctrl
 from .numa_balancing import task_tick_numa
-from .ops import ACCESS_DONE, ACCESS_NOT_PRESENT, OP_KIND_MASK, OP_MARK, OP_READ, OP_SYSCALL_END
+from .ops import (
+    ACCESS_DONE, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
+    OP_READ, OP_STOP, OP_SYSCALL_END,
+)
 from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
@@ -41,7 +47,7 @@ from .sched import (
 )
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
-    STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, folio_head,
+    STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
@@ -61,7 +67,7 @@ def access_present(s, p, task, cpu_nid, page, op, now, cost, fast):
         return cost, ACCESS_NOT_PRESENT
     if (op & OP_KIND_MASK) >= OP_READ:
         return filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
-    return pte_access(s, p, cpu_nid, head, hu, op, now, cost, fast)
+    return pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast)
 
 
 @jit_inline
@@ -89,15 +95,15 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     """A run of accesses that `access_present()`'s fast case finishes, in a loop of its own: the
     common case (a re-read of a cached file, loads of resident memory) then runs without the
     general case's code around it, which costs registers and so time even when it is not taken.
-    Stops before a MARK, before an access the fast case cannot finish, once the clock reaches the
-    quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
+    Stops before a MARK or a control op, before an access the fast case cannot finish, once the
+    clock reaches the quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
     promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
     access (after_access)."""
     syscall_ns = np.int64(p[P.SYSCALL_NS])
     pending = False
     while pos < end and clock < limit and clock < scan_at:
         op = ops[np.uint64(pos)]
-        if op & OP_MARK:
+        if op & OP_STOP:
             break
         cost, why = access_present(s, p, task, cpu_nid, pages[np.uint64(pos)], op, clock, 0.0, True)
         if why != ACCESS_DONE:
@@ -114,9 +120,10 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
 
 @jit_inline
 def scan_tick_at(s, task, start):
-    """The clock at which the task's runtime reaches its next NUMA scan stamp, for a quantum that
-    began at `start`."""
-    return start + (s.task[task].numa_scan_stamp - s.task[task].runtime)
+    """The clock at which the task's runtime reaches its next NUMA scan tick (node_stamp + the scan
+    period, task_tick_numa), for a quantum that began at `start`."""
+    t = s.task[task]
+    return start + (t.numa_scan_stamp + t.numa_scan_period - t.runtime)
 
 
 @jit_inline
@@ -133,6 +140,18 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
         clock += np.int64(task_tick_numa(s, p, task, rt, clock))
         scan_at = scan_tick_at(s, task, start)
     return clock, scan_at
+
+
+@jit
+def task_ctrl(s, p, task, cpu, op, arg, clock):
+    """A control op of `task` (ops.CTRL_*, mm.py). At exit the task's queued work runs first
+    (exit_task_work: a promotion list is migrated, not dropped). Returns (cost, ok); not ok is a
+    SIGSEGV (`sys.segv_*`)."""
+    cost = 0.0
+    if (op & CTRL_KIND_MASK) == CTRL_EXIT and s.task[task].promo_count > 0:
+        cost += task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock)
+    c, ok = do_ctrl(s, p, task, op, arg)
+    return cost + c, ok
 
 
 @jit_inline
@@ -176,7 +195,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     """Run every task through its part of the chunk. Resumable: returns a status and keeps the
     per-task positions in `task_pos`; `scratch` (int64[64]) and `cands` (int64[N]) are work buffers.
     STATUS_SAMPLES_FULL asks the caller to drain samples and call again; STATUS_MARKS_FULL to grow
-    `marks`; STATUS_OOM stops the run."""
+    `marks`; STATUS_OOM and STATUS_SEGV (an access or control op outside the task's VMAs) stop
+    the run. A task runs from its `start` time (an idle CPU's clock jumps to it) until its
+    accesses are taken or it exits."""
     ntasks = task_pos.shape[0]
     ncpu = s.cpu.shape[0]
     nnodes = s.pgdat.shape[0]
@@ -239,6 +260,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if not s.pgdat[nid].kswapd_awake:
                 kswapd_dequeue(s, nid)
             continue
+        cpumask_set_cpu(s, s.task[t].mm, c)
         start = clock
         limit = second_t if second_t < INF else s.sys[0].next_sample
         limit = max(limit, start) + quantum
@@ -274,6 +296,19 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     skip = backoff
                     backoff = min(backoff * 2, 4096)
             op = ops[np.uint64(pos)]
+            if op & OP_CTRL:
+                cost, ok = task_ctrl(s, p, t, c, op, pages[np.uint64(pos)], clock)
+                pos += 1
+                clock += np.int64(cost)
+                if not ok:
+                    status = STATUS_SEGV
+                    break
+                if s.task[t].dead:
+                    break
+                clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, False)
+                if clock >= limit or s.sys[0].wakeups != wakeups:
+                    break
+                continue
             if (op & OP_MARK) and s.task[t].nr_marks >= s.marks.shape[1]:
                 status = STATUS_MARKS_FULL          # the caller grows `marks` and resumes here
                 break
@@ -284,11 +319,12 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             page = pages[np.uint64(pos)]
             cost, ok, done = access_fault(s, p, t, c, page, op, clock, scratch, cands)
             if not done:
-                cost, _ = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
+                cost, why = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
+                ok = why != ACCESS_SEGV
             pos += 1
             clock += np.int64(cost)
             if not ok:
-                status = STATUS_OOM
+                status = STATUS_SEGV if s.sys[0].segv_task >= 0 else STATUS_OOM
                 break
             pending = False
             if op & OP_SYSCALL_END:
@@ -305,8 +341,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         sched_account(s, t, clock - start)
         s.task[t].end = clock
         s.cpu[c].clock = clock
-        if pos >= end:
-            sched_dequeue_task(s, t)
+        if pos >= end or s.task[t].dead:
+            sched_dequeue_task(s, t)        # its part of the chunk is done, or it exited
         if clock > s.sys[0].now:
             s.sys[0].now = clock
         if status != STATUS_DONE:

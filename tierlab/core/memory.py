@@ -11,7 +11,7 @@
   numa_migrate_check, should_numa_migrate_memory) whether to migrate the folio (migrate.py).
 - do_wp_page(): a store to a present read-only PTE (the write-protect fault).
 
-PTE state, per folio (its head; a folio is mapped once, by the one mm): present (F2_MAPPED with
+PTE state, per folio (its head; a folio is mapped once, by the mm of its region): present (F2_MAPPED with
 F2_PRESENT; F2_MAPPED alone is the shared zero page), writable (F2_PTE_WRITE), dirty (PG_DIRTY),
 young (PG_YOUNG), PROT_NONE (PG_PROTNONE). As v6.7 sets them (mm/memory.c, mm/mprotect.c,
 mm/migrate.c); anon VMAs are private and writable, mmap'd files shared and writable:
@@ -49,13 +49,17 @@ from .cost import line_load_ns, line_store_ns, seq_page_ns
 from .filemap import filemap_miss_ns
 from .lru import folio_add_lru, workingset_refault
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
+from .mm import map_file_folio, vma_covers
 from .mmzone import take_pages
 from .numa_balancing import numa_migrate_check
-from .ops import ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD, OP_PAGE, OP_STORE
+from .ops import (
+    ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
+    OP_PAGE, OP_STORE,
+)
 from .page_alloc import alloc_folio
 from .params import P
 from .state import (
-    F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SHADOW, F2_SWAPPED, ORDER_MASK, PG_DIRTY,
+    F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SHADOW, F2_SWAPPED, ORDER_MASK, PG_DIRTY,
     PG_PROTNONE, PG_WORKINGSET, PG_YOUNG, REGION_ANON, STAMP_NONE, folio_nr_pages, region_of,
 )
 from .vmstat import Vm
@@ -89,13 +93,19 @@ def folio_order_for(s, r, page):
 
 @jit_inline
 def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
-    """Bring a non-present page in (anon zero-fill or zero page, swap-in, page-cache miss).
-    Returns (cost, ok); ok is False only on OOM."""
+    """Bring a non-present page in (anon zero-fill or zero page, swap-in, page-cache miss), and
+    count it in its mm's RSS (the zero page is not counted). Returns (cost, ok); ok is False on OOM
+    and on a SIGSEGV (no VMA of the task's mm maps the page: `sys.segv_*` say which)."""
     pg = s.pages
     r = region_of(s, page)
     anon = s.regions.kind[r] == REGION_ANON
     kind = op & OP_KIND_MASK
     cpu_nid = s.cpu[cpu].node
+    if not vma_covers(s, task, r, page, kind <= OP_STORE):
+        s.sys[0].segv_task = task
+        s.sys[0].segv_page = page
+        return 0.0, False
+    mm = s.regions.mm[r]
     f2 = pg.flags2[page]
     if anon and kind == OP_LOAD and not (f2 & F2_SWAPPED):
         if f2 & F2_MAPPED:
@@ -134,8 +144,10 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     if anon:
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]
+        s.mm[mm].rss_anon += nr
         if nr_swapped > 0:
             s.sys[0].nr_swap_used -= nr_swapped
+            s.mm[mm].swapents -= nr_swapped
             s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
             s.counters[nid, Vm.PSWPIN] += nr_swapped
             cost += p[P.SWAP_IN_4K_NS] * nr_swapped
@@ -144,8 +156,24 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         pg.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
     else:
         cost += filemap_miss_ns(s, p, head, nid, nr, cpu_nid, op)
+        if kind <= OP_STORE:
+            s.mm[mm].rss_file += nr        # filemap_fault mapped it
     folio_add_lru(s, p, cpu, head)
     return cost, True
+
+
+@jit_inline
+def mpol_allows_node(s, head, nid):
+    """mpol_misplaced()'s MPOL_BIND case with MPOL_F_MORON (a bind given MPOL_F_NUMA_BALANCING):
+    the folio may move toward the faulting CPU's node only when that node is in the bind mask. The
+    default policy (local) allows any node."""
+    r = region_of(s, head)
+    if s.regions.policy[r] != MPOL_BIND:
+        return True
+    for k in range(s.regions.nodes.shape[1]):
+        if s.regions.nodes[r, k] == nid:
+            return True
+    return False
 
 
 @jit_inline
@@ -167,7 +195,7 @@ def do_numa_page(s, p, head, cpu_nid, now):
     old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     nr = folio_nr_pages(s, head)
     cost = p[P.FAULT_NS] + p[P.NUMA_MIGRATE_CHECK_NS]
-    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False)
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid))
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         numa_restore_pte(s, head)
         return cost
@@ -203,12 +231,13 @@ def pte_ro_clean(s, head):
 
 
 @jit_inline
-def pte_access(s, p, cpu_nid, head, hu, op, now, cost, fast):
+def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
     """A load or store through a present folio's PTE (the access path's LOAD/STORE case). A first
-    touch installs the PTE (a minor fault: writable for a store, read-only for a load); a PROT_NONE
-    PTE takes a hint fault and a store to a read-only PTE a write-protect fault -- in the fast case
-    (`fast`) those return ACCESS_HINT_FAULT / ACCESS_WP_FAULT before any side effect, for the
-    general case to take. Returns (cost, ACCESS_*)."""
+    touch installs the PTE (a minor fault, mm.map_file_folio: SIGSEGV outside the mm's VMAs;
+    writable for a store, read-only for a load); a PROT_NONE PTE takes a hint fault and a store to
+    a read-only PTE a write-protect fault -- in the fast case (`fast`) those return
+    (ACCESS_NOT_MAPPED, ACCESS_HINT_FAULT, ACCESS_WP_FAULT) before any side effect, for the general
+    case to take. Returns (cost, ACCESS_*)."""
     pg = s.pages
     f = pg.flags[hu]
     if f & PG_PROTNONE:
@@ -218,6 +247,10 @@ def pte_access(s, p, cpu_nid, head, hu, op, now, cost, fast):
     kind = op & OP_KIND_MASK
     if not (f2 & F2_MAPPED):
         # a PROT_NONE PTE is always mapped, so this never runs before a hint fault
+        if fast:
+            return cost, ACCESS_NOT_MAPPED
+        if not map_file_folio(s, task, head, nr):
+            return cost, ACCESS_SEGV
         pg.flags2[hu] = f2 | F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]

@@ -63,18 +63,23 @@ SCHED_TUNABLESCALING_LOG = 1
 SCHED_TUNABLESCALING_LINEAR = 2
 
 
-def place_kswapds(cpu_nodes: list[int], nr_task_cpus: int, node_cpus: list[int], zonelists) -> tuple[list[int], list[int]]:
-    """The CPU each node's kswapd runs on (see the module docstring), and the nodes of the CPUs
-    to simulate: the first `nr_task_cpus` CPUs of `cpu_nodes` (the machine's CPUs in node order)
-    run the tasks; a kswapd that gets a CPU of its own adds that CPU after them. zonelists: per
-    node, the nodes by distance (the nearest node with CPUs comes first in a CPU-less node's
-    list). Returns (kswapd_cpu per node, simulated CPU nodes)."""
-    sim = list(cpu_nodes[:nr_task_cpus])
-    load = [1] * len(sim)                       # tasks per CPU: api.py spreads them round-robin
-    free = list(range(nr_task_cpus, len(cpu_nodes)))   # machine CPUs no task runs on
+def place_kswapds(cpu_nodes, cpu_ids, task_cpu, node_cpus, zonelists) -> tuple[list[int], list[int]]:
+    """The CPU each node's kswapd runs on (see the module docstring), and the nodes of the CPUs to
+    simulate. cpu_nodes: the node of each machine CPU; cpu_ids: the machine CPUs the tasks run on
+    (the state's first CPU slots); task_cpu: each task's slot; node_cpus: CPUs per node;
+    zonelists: per node, the nodes by distance (for a CPU-less node, the nearest node with CPUs
+    comes first). A kswapd that gets a machine CPU no task uses adds that CPU as a slot after
+    the tasks' ones. Returns (kswapd slot per node, node of every slot)."""
+    sim = [cpu_nodes[c] for c in cpu_ids]
+    load = [0] * len(sim)                                   # tasks (then kswapds) per slot
+    for c in task_cpu:
+        load[c] += 1
+    used = set(cpu_ids)
+    free = [c for c in range(len(cpu_nodes)) if c not in used]  # machine CPUs no task runs on
     out = []
     for nid in range(len(node_cpus)):
-        order = [n for n in zonelists[nid] if node_cpus[n] > 0] if node_cpus[nid] == 0 else [nid]
+        # cpumask_of_node, or any CPU (nearest node first) for a CPU-less node
+        order = [nid] if node_cpus[nid] > 0 else [n for n in zonelists[nid] if node_cpus[n] > 0]
         idle = next((m for n in order for m in free if cpu_nodes[m] == n), None)
         if idle is not None:
             free.remove(idle)
@@ -82,9 +87,7 @@ def place_kswapds(cpu_nodes: list[int], nr_task_cpus: int, node_cpus: list[int],
             load.append(1)
             out.append(len(sim) - 1)
             continue
-        allowed = [c for c in range(nr_task_cpus) if node_cpus[nid] == 0 or sim[c] == nid]
-        if not allowed:
-            allowed = list(range(nr_task_cpus))
+        allowed = [c for c in range(len(cpu_ids)) if node_cpus[nid] == 0 or sim[c] == nid] or list(range(len(cpu_ids)))
         best = min(allowed, key=lambda c: (load[c], -c))
         load[best] += 1
         out.append(best)
