@@ -52,7 +52,6 @@ from .state import (
 from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 
-
 @jit_inline
 def access_present(s, p, task, cpu_nid, page, op, now, cost, fast):
     """One access by `task` to `page`, charged at time `now` on top of `cost`. Returns (cost,
