@@ -130,6 +130,11 @@ def format_result_table(res, sim=None) -> str:
     if len(res.task_times_s) > 1:
         for t, v in res.task_times_s.items():
             lines.append(f"  task {t:<9d} {v:.6f} s")
+    ks = res.tasks[(res.tasks.kind == "kswapd") & (res.tasks.runtime_s > 0)] if len(res.tasks) else res.tasks
+    for _, k in ks.iterrows():
+        shared = ((res.tasks.kind == "task") & (res.tasks.cpu == k.cpu)).any()
+        lines.append(f"  {k['name']:<14s}{k.runtime_s:.6f} s CPU ({100 * k.cpu_share:.1f} % of CPU {k.cpu}"
+                     + (", shared with tasks)" if shared else ")"))
     if len(res.marks_s):
         cyc = res.cycle_times_s(0)
         if len(cyc):
