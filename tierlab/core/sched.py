@@ -33,7 +33,8 @@ old model's kswapd ran on its own clock.
 
 Simplifications:
 - no migration: no load balancing and no wake-up placement after set-up; a task stays on the CPU
-  api.py placed it on, kswapd on the CPU `place_kswapds` picked;
+  config.check_processes placed it on (within its process's CPU set), kswapd on the CPU
+  `place_kswapds` picked;
 - tasks never sleep: a task waiting for I/O (a page-cache miss, a swap-in) keeps its CPU, so its
   CPU time includes I/O waits;
 - check_preempt_tick()'s second test (curr ahead of the leftmost by more than a slice) and its
@@ -42,6 +43,10 @@ Simplifications:
   deadlines; between equal-weight entities that stay runnable it shares a CPU the same way;
 - a task whose part of an access chunk is done leaves the runqueue and re-enters at the next chunk
   as a waking task (place_entity, no wake-up preemption): the chunk boundary is the engine's.
+
+Processes: a task enters its CPU's runqueue at its `start` (the CPU, idle, jumps to it) and leaves
+it at exit (`dead`); `sched_wake_task` (runnable from a given time), `sched_exit_task` (do_exit) and
+`sched_dequeue_task` are the entry points for code that starts or ends tasks.
 
 Entities are numbered: task t is t, node n's kswapd is T + n (T tasks). A CPU's tasks are a list
 through `cpu.first_task` / `task.next_on_cpu`, so runqueue scans are over its own tasks only; the
