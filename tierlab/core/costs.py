@@ -45,5 +45,7 @@ COSTS = {
     "stream_break_ns": (-1.0, "ns", "extra cost when a streamed page is not physically adjacent to the "
                         "previous one: the streaming prefetchers lose the stream and the first lines "
                         "are a demand miss. -1 means 'one idle cache-line latency of the node'."),
-    "util_window_ns": (100_000.0, "ns", "bandwidth accounting window for the loaded-latency model."),
+    "util_window_ns": (16384.0, "ns", "span of simulated time before an access over which its node's delivered "
+                       "bandwidth is averaged for the loaded-latency curve (cost.py); a model setting, "
+                       "1024 .. 262144 ns."),
 }

@@ -199,7 +199,7 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
             continue
         if demote:
             # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
-            got, c = demote_folio(s, p, nid, x, now)
+            got, c = demote_folio(s, p, nid, x, now + np.int64(cost))
             cost += c
             if got > 0:
                 demoted += got

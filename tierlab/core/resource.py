@@ -114,7 +114,7 @@ def calendar_book(cal, r, t, amount):
         c.booked += amount
         c.nr_requests += 1
         return 0.0
-    return calendar_book_slow(cal, r, np.int64(t), np.float64(amount))
+    return calendar_book_slow(cal, np.int64(r), np.int64(t), np.float64(amount))
 
 
 @jit
@@ -180,7 +180,7 @@ def calendar_utilisation(cal, r, t, nbins):
     b = np.int64(t) >> c.bin_shift
     if b == c.u_bin:
         return c.u
-    return calendar_utilisation_slow(cal, r, b, np.int64(nbins))
+    return calendar_utilisation_slow(cal, np.int64(r), b, np.int64(nbins))
 
 
 @jit
