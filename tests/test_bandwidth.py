@@ -49,7 +49,7 @@ def split(chunks, per_task):
 def stream(tasks, costs=None):
     """tasks readers of their own 1 MiB file on the CXL node: a warm-up pass, then CYCLES cycles.
     The run is cut into chunks short enough (16 accesses per task, < 150 us at the peak) for the
-    calendar's ring (524 us) to hold every bin between two chunks: the CXL node's bins are read
+    calendar's ring (1.05 ms) to hold every bin between two chunks: the CXL node's bins are read
     after each. Returns (simulation, {bin: bytes}, [t1, t2) the bins during which every task was
     in its cycles)."""
     wl = FileRead(file_size=f"{FILE_PAGES * 4}KiB", read_size="64KiB", cycles=CYCLES, tasks=tasks,

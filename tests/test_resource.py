@@ -7,14 +7,15 @@ import pytest
 from hypothesis import given, settings, strategies as hs
 
 from tierlab.core.resource import (
-    CALENDAR_BINS, bin_shift_for, calendar_array, calendar_book, calendar_utilisation,
+    bin_shift_for, calendar_array, calendar_book, calendar_dtype, calendar_utilisation,
 )
 
 W = 1024        # bin width used below, ns
+NB = 512        # ring size used below
 
 
 def cal1(rate=1.0, bin_ns=W):
-    return calendar_array([rate], bin_ns)
+    return calendar_array([rate], bin_ns, NB)
 
 
 def book(cal, t, amount):
@@ -93,7 +94,7 @@ def test_a_request_that_ends_before_its_spill_point_does_not_wait():
 
 
 def test_bandwidth_calendar_caps_bytes_per_bin():
-    cal = calendar_array([28.0], W)          # 28 bytes/ns: 28672 bytes per bin
+    cal = calendar_array([28.0], W, NB)          # 28 bytes/ns: 28672 bytes per bin
     waits = [book(cal, 0, 4096) for _ in range(8)]
     assert waits[:7] == [0.0] * 7            # 7 pages fit in bin 0
     # the 8th spills 4096 into bin 1: ends at 1024 + 1024 * 4096/28672, against t + 4096/28
@@ -104,7 +105,7 @@ def test_bandwidth_calendar_caps_bytes_per_bin():
 
 def test_beyond_the_horizon_is_served_unchecked_and_counted():
     cal = cal1()
-    late = CALENDAR_BINS * W * 3
+    late = NB * W * 3
     book(cal, late, 10)                      # head = bin 1536: the ring holds bins 1025..1536
     assert book(cal, 0, 5000) == 0.0          # bin 0 is long gone
     c = cal[0]
@@ -122,10 +123,12 @@ def test_utilisation_of_recent_bins():
     assert calendar_utilisation(cal, 0, np.int64(4 * W + 5), 4) == pytest.approx(0.625)
 
 
-def test_bin_width_must_be_a_power_of_two():
+def test_bin_width_and_ring_size_must_be_powers_of_two():
     assert bin_shift_for(1024) == 10
     with pytest.raises(ValueError, match="power of two"):
         bin_shift_for(1000)
+    with pytest.raises(ValueError, match="power of two"):
+        calendar_dtype(1000)
 
 
 # ---- properties

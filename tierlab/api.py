@@ -40,7 +40,9 @@ if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab
 @dataclass
 class Result:
     """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
-    series sampled every `sample_interval_ms` of simulated time, per-task times and marks."""
+    series sampled every `sample_interval_ms` of simulated time, per-task times and marks, and per
+    lock (core/locks.py: each node's lru_lock, each file's i_pages xa_lock) its acquisitions, hold
+    and wait time."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -49,6 +51,7 @@ class Result:
     marks_s: pd.DataFrame
     sim_time_s: float
     config: dict = field(default_factory=dict)
+    locks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_dict(self) -> dict:
         return {
@@ -261,7 +264,23 @@ class Simulation:
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
         return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                       task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config())
+                      config=self.config(), locks=self._locks())
+
+    def _locks(self) -> pd.DataFrame:
+        """One row per lock: `lock` (lru_lock, xa_lock), `of` (the node or file), acquisitions,
+        hold_ns and wait_ns summed over them, `contended` (acquisitions that waited) and `beyond`
+        (acquisitions booked further back than the lock calendar's horizon, served unchecked)."""
+        s, N = self.state, self.machine.nr_nodes
+        rows = [("lru_lock", nd.name, i) for i, nd in enumerate(self.machine.nodes)]
+        rows += [("xa_lock", r.name, N + i) for i, r in enumerate(self._regions) if r.kind != "anon"]
+        c = s.locks
+        return pd.DataFrame({
+            "lock": [r[0] for r in rows], "of": [r[1] for r in rows],
+            "acquisitions": [int(c[i].nr_requests) for *_, i in rows],
+            "hold_ns": [float(c[i].booked) for *_, i in rows],
+            "wait_ns": [float(c[i].wait_ns) for *_, i in rows],
+            "contended": [int(c[i].nr_waits) for *_, i in rows],
+            "beyond": [int(c[i].nr_beyond) for *_, i in rows]})
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`

@@ -15,8 +15,9 @@ the read-for-ownership now and the write-back later; a migration copy books on b
 bin ever holds more than B * 1024 bytes, so the bytes per unit of simulated time never exceed B,
 for any number of tasks in any order; a request whose bin is full waits for the next bin with
 room (the calendar's wait, added to the access's cost), which is how demand beyond B settles at B.
-1024 ns holds 7 pages on a 28 GB/s CXL node and 63 on a 258 GB/s DRAM node; the calendar's horizon
-(512 bins, 524 us) is 26 quanta of 20 us, far more than the spread of the clocks that book on it.
+1024 ns holds 7 pages on a 28 GB/s CXL node and 63 on a 258 GB/s DRAM node; the calendar's ring of
+MEM_BW_BINS = 1024 bins spans 1.05 ms, 52 quanta of 20 us: more than the clocks that book on it
+ever spread (a quantum plus one step; a random page-cache miss is 80 us).
 
 Loaded latency below saturation. The machine's curve
 
@@ -39,7 +40,8 @@ waits hold throughput at B; with a steady demand the window settles at the curve
 
 `util_window_ns` is 16384 ns by default (16 bins): tens of 4 KiB copies per task, and a change of
 load is followed within a few tens of accesses; computing u costs one pass over K bins per node
-and bin reached. It is accepted from 1024 (one bin) to 262144 ns (half the calendar's horizon).
+and bin reached. It is accepted from 1024 (one bin) to 262144 ns (a quarter of the calendar's
+horizon).
 
 Kernel work (faults, syscalls, reclaim, migration) costs the constants in costs.py (COSTS), each
 with its source. Reproductions fit only baseline figures (e.g. the per-page copy cost of
@@ -55,7 +57,7 @@ from .resource import calendar_book, calendar_utilisation_slow
 from .state import MEM_BW_BIN_NS
 
 MEM_BW_BIN_SHIFT = MEM_BW_BIN_NS.bit_length() - 1
-UTIL_WINDOW_MAX_NS = 262144          # half the calendar's horizon (resource.CALENDAR_BINS bins)
+UTIL_WINDOW_MAX_NS = 262144          # a quarter of the calendar's horizon
 U_CAP = 0.99
 
 

@@ -45,6 +45,17 @@ COSTS = {
     "stream_break_ns": (-1.0, "ns", "extra cost when a streamed page is not physically adjacent to the "
                         "previous one: the streaming prefetchers lose the stream and the first lines "
                         "are a demand miss. -1 means 'one idle cache-line latency of the node'."),
+    "lru_lock_ns": (60.0, "ns", "hold of lruvec->lru_lock per acquisition besides the folios moved (locks.py): "
+                    "the lock word's cache line coming from the last holder's core (~50-100 ns between "
+                    "cores of a server part) plus the irq-disable and the lruvec lookup. Assumed; part of "
+                    "the callers' own costs, so only waiting for it adds time."),
+    "lru_lock_folio_ns": (20.0, "ns", "hold of lruvec->lru_lock per folio moved under it (lruvec_add_folio / "
+                          "lruvec_del_folio: the folio's and its neighbours' list links, the LRU size and "
+                          "memcg statistics, a few hot cache lines). Assumed; part of the callers' costs."),
+    "xa_lock_ns": (150.0, "ns", "hold of a mapping's i_pages xa_lock for one page-cache store (__filemap_add_folio: "
+                   "xas_store, nrpages and NR_FILE_PAGES; __remove_mapping: the shadow-entry store and the "
+                   "same counters): an xarray walk of 2-3 nodes and a few counter updates. Assumed; part "
+                   "of pagecache_insert_ns and reclaim_free_ns."),
     "util_window_ns": (16384.0, "ns", "span of simulated time before an access over which its node's delivered "
                        "bandwidth is averaged for the loaded-latency curve (cost.py); a model setting, "
                        "1024 .. 262144 ns."),

@@ -29,15 +29,15 @@ capacity is used up, so below saturation the users add their own expected-waitin
 utilisation of recent bins (`calendar_utilisation`): cost.py the machine's loaded-latency curve,
 locks a queueing formula.
 
-The ring. Bins live in a ring of CALENDAR_BINS slots indexed by absolute bin number modulo the
-ring size; each slot carries the absolute bin number it holds (`bin_tag`) and is reset lazily when a
+The ring. Bins live in a ring of nbins slots (a power of two, chosen per calendar array)
+indexed by absolute bin number modulo the ring size; each slot carries the absolute bin number it holds (`bin_tag`) and is reset lazily when a
 later bin claims it (its fill is added to `expired`, so every booked unit stays accounted for:
-booked == sum of the ring's fills + expired + beyond). The ring covers the CALENDAR_BINS bins up to
-the newest bin touched (`head`): its horizon is CALENDAR_BINS * w of virtual time. Choose w so that
-(a) a bin holds many typical requests (a 4 KiB copy, a lock hold) and (b) the horizon is far more
-than the spread of the clients' clocks (about a quantum, plus the longest single step of one
-entity): the users take w = 1024 ns for memory (a 28 GB/s node holds 28 KiB per bin; the horizon
-is 524 us, 26 quanta of 20 us) and state theirs. A request at a time older than the horizon
+booked == sum of the ring's fills + expired + beyond). The ring covers the nbins bins up to the
+newest bin touched (`head`): its horizon is nbins * w of virtual time. Choose w small enough for
+the precision wanted (a request finds room or not per bin) and nbins so that the horizon is far
+more than the spread of the clients' clocks: a quantum plus the longest single step of one entity
+(a random page-cache miss costs 80 us, a kswapd batch that swaps out 32 pages 320 us). The users
+state their choice (cost.py, locks.py); both keep about 1 ms. A request at a time older than the horizon
 (its bin's slot already holds a newer bin) is served without waiting and without a capacity check
 -- its bin is gone -- and counted in `nr_beyond`/`beyond`, so a run can show it never happened. A
 request larger than the whole ring's capacity wraps over its own bins: the ceiling then holds only
@@ -47,37 +47,40 @@ A full-run hint (`full_lo`, `full_hi`: absolute bins all known full) lets a requ
 jump over the backlog instead of walking it bin by bin; it changes no result (the tests compare
 with a naive dict-of-bins calendar).
 
-Functions (a calendar is one record of an array of CALENDAR_DTYPE; they take the array and an index):
+Functions (a calendar is one record of an array of calendar_dtype(nbins); they take the array and
+an index):
     calendar_book(cal, r, t, amount) -> wait   the hot path: room in t's bin is a few loads/stores
-    calendar_utilisation(cal, r, t, nbins)      mean fill / cap of the nbins bins before t's bin
-    calendar_array(rates, bin_ns)              a fresh array (Python side)
+    calendar_utilisation(cal, r, t, k)          mean fill / cap of the k bins before t's bin
+    calendar_array(rates, bin_ns, nbins)       a fresh array (Python side)
 """
 from __future__ import annotations
 
 import numpy as np
 from ._jit import jit, jit_inline
 
-CALENDAR_BINS = 512      # ring size, a power of two (16 bytes per bin: 8 KiB per resource)
-
-CALENDAR_DTYPE = np.dtype([
-    ("rate", np.float64),       # units served per ns (bytes/ns for memory, 1.0 for a lock)
-    ("cap", np.float64),        # units per bin: rate * 2**bin_shift
-    ("bin_shift", np.int64),    # bin width w = 2**bin_shift ns
-    ("head", np.int64),         # newest absolute bin touched (-1: none)
-    ("full_lo", np.int64),      # absolute bins [full_lo, full_hi) are known full (a hint)
-    ("full_hi", np.int64),
-    ("u_bin", np.int64),        # bin for which `u` was last computed (calendar_utilisation's cache)
-    ("u", np.float64),
-    ("nr_requests", np.int64),
-    ("nr_waits", np.int64),     # requests that waited (spilled past their own bin and ended late)
-    ("booked", np.float64),     # units booked in all
-    ("wait_ns", np.float64),    # waits returned in all
-    ("expired", np.float64),    # units in bins the ring has since reused
-    ("beyond", np.float64),     # units of requests older than the horizon (served unchecked)
-    ("nr_beyond", np.int64),
-    ("bin_tag", np.int64, (CALENDAR_BINS,)),    # absolute bin number a slot holds (-1: none)
-    ("bin_fill", np.float64, (CALENDAR_BINS,)),  # units booked in that bin, <= cap
-], align=True)
+def calendar_dtype(nbins: int) -> np.dtype:
+    """The record of one calendar with a ring of `nbins` bins (a power of two; 16 bytes a bin)."""
+    if nbins < 2 or nbins & (nbins - 1):
+        raise ValueError(f"calendar ring size must be a power of two >= 2, got {nbins}")
+    return np.dtype([
+        ("rate", np.float64),       # units served per ns (bytes/ns for memory, 1.0 for a lock)
+        ("cap", np.float64),        # units per bin: rate * 2**bin_shift
+        ("bin_shift", np.int64),    # bin width w = 2**bin_shift ns
+        ("head", np.int64),         # newest absolute bin touched (-1: none)
+        ("full_lo", np.int64),      # absolute bins [full_lo, full_hi) are known full (a hint)
+        ("full_hi", np.int64),
+        ("u_bin", np.int64),        # bin for which `u` was last computed (calendar_utilisation's cache)
+        ("u", np.float64),
+        ("nr_requests", np.int64),
+        ("nr_waits", np.int64),     # requests that waited (spilled past their own bin and ended late)
+        ("booked", np.float64),     # units booked in all
+        ("wait_ns", np.float64),    # waits returned in all
+        ("expired", np.float64),    # units in bins the ring has since reused
+        ("beyond", np.float64),     # units of requests older than the horizon (served unchecked)
+        ("nr_beyond", np.int64),
+        ("bin_tag", np.int64, (nbins,)),    # absolute bin number a slot holds (-1: none)
+        ("bin_fill", np.float64, (nbins,)),  # units booked in that bin, <= cap
+    ], align=True)
 
 
 def bin_shift_for(bin_ns: int) -> int:
@@ -88,11 +91,11 @@ def bin_shift_for(bin_ns: int) -> int:
     return shift
 
 
-def calendar_array(rates, bin_ns: int) -> np.ndarray:
-    """Empty calendars, one per rate (units per ns), with bins of `bin_ns` (a power of two) ns.
-    A recarray, so `cal[r].bin_fill` reads the same in numba and in plain Python."""
+def calendar_array(rates, bin_ns: int, nbins: int) -> np.ndarray:
+    """Empty calendars, one per rate (units per ns), with rings of `nbins` bins of `bin_ns` ns (both
+    powers of two). A recarray, so `cal[r].bin_fill` reads the same in numba and in plain Python."""
     shift = bin_shift_for(bin_ns)
-    cal = np.zeros(len(rates), CALENDAR_DTYPE)
+    cal = np.zeros(len(rates), calendar_dtype(nbins))
     cal["rate"] = rates
     cal["cap"] = np.asarray(rates, np.float64) * float(1 << shift)
     cal["bin_shift"] = shift
@@ -108,7 +111,7 @@ def calendar_book(cal, r, t, amount):
     t's bin has room). The common case is inlined; a spill or a new bin goes out of line."""
     c = cal[r]
     b = np.int64(t) >> c.bin_shift
-    slot = b & (CALENDAR_BINS - 1)
+    slot = b & (c.bin_tag.shape[0] - 1)
     if c.bin_tag[slot] == b and amount <= c.cap - c.bin_fill[slot]:
         c.bin_fill[slot] += amount
         c.booked += amount
@@ -122,11 +125,12 @@ def calendar_book_slow(cal, r, t, amount):
     """calendar_book's general case: a bin to (re)claim, a spill into later bins, or a request
     older than the horizon."""
     c = cal[r]
+    nb = c.bin_tag.shape[0]
     shift = c.bin_shift
     b = t >> shift
     c.booked += amount
     c.nr_requests += 1
-    if b <= c.head - CALENDAR_BINS:
+    if b <= c.head - nb:
         c.beyond += amount
         c.nr_beyond += 1
         return 0.0
@@ -135,7 +139,7 @@ def calendar_book_slow(cal, r, t, amount):
     while True:
         if j >= c.full_lo and j < c.full_hi:
             j = c.full_hi
-        slot = j & (CALENDAR_BINS - 1)
+        slot = j & (nb - 1)
         if c.bin_tag[slot] != j:            # a slot last used by an older bin: reset it lazily
             c.expired += c.bin_fill[slot]
             c.bin_fill[slot] = 0.0
@@ -150,7 +154,7 @@ def calendar_book_slow(cal, r, t, amount):
         c.bin_fill[slot] = c.cap
         j += 1
     # bins b .. j-1 are full now, and j too if the request filled it exactly
-    hi = j + 1 if c.bin_fill[j & (CALENDAR_BINS - 1)] >= c.cap else j
+    hi = j + 1 if c.bin_fill[j & (nb - 1)] >= c.cap else j
     if hi > b:
         if b <= c.full_hi and hi >= c.full_lo:
             c.full_lo = min(c.full_lo, b)
@@ -161,7 +165,7 @@ def calendar_book_slow(cal, r, t, amount):
     if j == b:
         return 0.0
     w = np.float64(np.int64(1) << shift)
-    end = np.float64(j << shift) + w * c.bin_fill[j & (CALENDAR_BINS - 1)] / c.cap
+    end = np.float64(j << shift) + w * c.bin_fill[j & (nb - 1)] / c.cap
     wait = end - (np.float64(t) + amount / c.rate)
     if wait <= 0.0:
         return 0.0
@@ -186,9 +190,10 @@ def calendar_utilisation(cal, r, t, nbins):
 @jit
 def calendar_utilisation_slow(cal, r, b, nbins):
     c = cal[r]
+    nb = c.bin_tag.shape[0]
     tot = 0.0
-    for j in range(max(b - nbins, c.head - CALENDAR_BINS + 1, 0), b):
-        slot = j & (CALENDAR_BINS - 1)
+    for j in range(max(b - nbins, c.head - nb + 1, 0), b):
+        slot = j & (nb - 1)
         if c.bin_tag[slot] == j:
             tot += c.bin_fill[slot]
     u = tot / (np.float64(nbins) * c.cap)
