@@ -127,7 +127,7 @@ class Simulation:
             region_nodes=[r.nodes for r in self._regions],
             region_order=[r.order for r in self._regions],
             managed=managed,
-            wmark=setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", total_pages)),
+            wmark=setup_watermarks(managed, self._min_free_kbytes(total_pages),
                                    int(self.kernel.watermark_scale_factor)),
             tier=m.tier_index(), node_cpus=[nd.cpus for nd in m.nodes],
             zonelists=m.zonelists(), demotion_targets=m.demotion_targets(),
@@ -139,7 +139,17 @@ class Simulation:
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
             first_sample_ns=int(self.sample_interval_ms * 1e6),
-            first_scan_ns=int(self.kernel.scan_delay_ms) * 1_000_000, seed=self.seed)
+            first_scan_ns=int(int(self.kernel.scan_delay_ms) * 1_000_000 / self.workload.scale), seed=self.seed)
+
+    def _min_free_kbytes(self, total_pages: int) -> int:
+        """min_free_kbytes as run: the knob, or the kernel's default for the full-size machine (total
+        pages times the scale), divided by the scale (docs/scaling.md)."""
+        f = self.workload.scale
+        return int(self.kernel.get("min_free_kbytes", round(total_pages * f)) / f)
+
+    def _now_ms(self) -> int:
+        """The kernel's ms clock (numa_balancing.now_ms) at the latest time reached."""
+        return int(int(self.state.sys[0]["now"]) * self.workload.scale // 1_000_000) & 0xFFFFFFFF
 
     def _build_params(self) -> np.ndarray:
         p = np.zeros(NR_PARAMS, dtype=np.float64)
@@ -153,6 +163,8 @@ class Simulation:
         p[P.SAMPLE_INTERVAL_NS] = self.sample_interval_ms * 1e6
         p[P.SEED] = self.seed
         p[P.FAST_CASE] = 1.0 if self.fast_case else 0.0
+        p[P.SCALE] = self.workload.scale
+        p[P.SWAP_SIZE] = np.floor(p[P.SWAP_SIZE] / self.workload.scale)   # swap of the full-size machine
         return p
 
     def set_knobs(self, **knobs) -> None:
@@ -161,12 +173,11 @@ class Simulation:
         self.kernel = self.kernel.replace(**knobs)
         if "min_free_kbytes" in knobs or "watermark_scale_factor" in knobs:
             managed = self.state.pgdat["managed"]
-            self.state.pgdat["wmark"] = setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", int(managed.sum()))),
+            self.state.pgdat["wmark"] = setup_watermarks(managed, self._min_free_kbytes(int(managed.sum())),
                                                          int(self.kernel.watermark_scale_factor))
         self.p = self._build_params()
         if not old_tiering and int(self.kernel.numa_balancing) & 2:
-            now_ms = int(self.state.sys[0]["now"] // 1_000_000) & 0xFFFFFFFF
-            reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], now_ms)
+            reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], self._now_ms())
 
     def fork(self) -> "Simulation":
         """An independent copy of this simulation as it stands: same machine, knobs, costs and

@@ -17,6 +17,15 @@ Time is the kernel's jiffies_to_msecs(): milliseconds of the faulting task's vir
 32 bits; folio access times are masked to `access_time_bits` (LAST_CPUPID_SHIFT, 21 with
 NR_CPUS=8192), so latencies wrap as the kernel's do.
 
+Scale (docs/scaling.md). A run at --scale F models the full-size machine with every size F times
+smaller; a page is then re-accessed F times sooner, so the run is the full-size one with time
+compressed F-fold too. The kernel's clock here runs F times faster than the simulated one
+(now_ms: ms of full-size time), so hot_threshold_ms, scan_period_*_ms, the 1-s rate-limit window
+and the access-time wrap keep their full-size meaning with full ms resolution; the scan period
+computed in full-size ms becomes simulated ns divided by F; byte quantities of full-size memory
+are divided by F (scan_size_mb, the 1 GiB floor of pgdat_free_space_enough, the rate limit's
+pages per kernel second). F = 1 is the kernel exactly.
+
 Simplifications: one zone per node; the cmpxchg races between CPUs opening a rate-limit or
 threshold window cannot happen in a serial simulation.
 """
@@ -37,21 +46,31 @@ NUMA_MIGRATION_ADJUST_STEPS = 16
 
 
 @jit_inline
-def now_ms(clock_ns):
-    """jiffies_to_msecs(jiffies): the task's virtual time in ms, truncated to 32 bits."""
-    return np.int64(clock_ns // 1_000_000) & 0xFFFFFFFF
+def now_ms(p, clock_ns):
+    """jiffies_to_msecs(jiffies): the task's virtual time in ms (times the scale: full-size ms),
+    truncated to 32 bits."""
+    if p[P.SCALE] == 1.0:
+        return np.int64(clock_ns // 1_000_000) & 0xFFFFFFFF
+    return np.int64(clock_ns * p[P.SCALE] / 1e6) & 0xFFFFFFFF
+
+
+@jit_inline
+def scaled_pages(p, pages):
+    """A page count of full-size memory at the run's scale."""
+    return np.int64(pages / p[P.SCALE])
 
 
 @jit_inline
 def rate_limit_pages(p):
-    """promote_rate_limit_MBps converted to 4 KiB pages per second (MB << (20 - PAGE_SHIFT))."""
-    return np.int64(p[P.PROMOTE_RATE_LIMIT_MBPS]) << 8
+    """promote_rate_limit_MBps converted to 4 KiB pages per (kernel) second (MB << (20 - PAGE_SHIFT)),
+    divided by the scale."""
+    return scaled_pages(p, np.int64(p[P.PROMOTE_RATE_LIMIT_MBPS]) << 8)
 
 
 @jit_inline
-def pgdat_free_space_enough(s, nid):
-    """Free pages above WMARK_PROMO + max(1 GiB, node/16): promote without any hotness test."""
-    enough = max(np.int64(262144), s.pgdat[nid].managed >> 4)
+def pgdat_free_space_enough(s, p, nid):
+    """Free pages above WMARK_PROMO + max(1 GiB / scale, node/16): promote without any hotness test."""
+    enough = max(scaled_pages(p, 262144), s.pgdat[nid].managed >> 4)
     return s.pgdat[nid].free > s.pgdat[nid].wmark[WMARK_PROMO] + enough
 
 
@@ -106,7 +125,7 @@ def should_numa_migrate_memory(s, p, head, dst, nr, ms):
     per-node promotion rate limit."""
     if s.pgdat[dst].managed == 0:
         return False
-    if pgdat_free_space_enough(s, dst):
+    if pgdat_free_space_enough(s, p, dst):
         s.pgdat[dst].nbp_threshold = 0
         s.counters[dst, Vm.PGPROMOTE_CANDIDATE_NRL] += nr
         return True
@@ -140,10 +159,10 @@ def task_scan_start_ns(s, p):
     for x in range(s.pages.node.shape[0]):
         if (s.pages.flags2[x] & F2_PRESENT) and (s.pages.flags2[x] & F2_MAPPED):
             rss += 1
-    scan_pages = np.int64(p[P.SCAN_SIZE_MB]) << 8
+    scan_pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))
     windows = max(np.int64(1), (rss + scan_pages - 1) // scan_pages)
     floor_ms = 1000.0 * p[P.SCAN_SIZE_MB] / MAX_SCAN_WINDOW_MB
-    return np.int64(max(floor_ms, p[P.SCAN_PERIOD_MIN_MS] / windows) * 1_000_000)
+    return np.int64(max(floor_ms, p[P.SCAN_PERIOD_MIN_MS] / windows) * 1_000_000 / p[P.SCALE])
 
 
 @jit
@@ -192,9 +211,9 @@ def task_numa_work(s, p, now):
     (vma_policy_mof). Huge-page alignment is taken from the region's start, as for a mapping
     placed THP-aligned."""
     mode = np.int64(p[P.NUMA_BALANCING])
-    pages = np.int64(p[P.SCAN_SIZE_MB]) << 8
+    pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))
     virtpages = pages * 8
-    stamp = np.uint32(now_ms(now) & ((np.int64(1) << np.int64(p[P.ACCESS_TIME_BITS])) - 1))
+    stamp = np.uint32(now_ms(p, now) & ((np.int64(1) << np.int64(p[P.ACCESS_TIME_BITS])) - 1))
     skip_toptier = not (mode & NUMA_BALANCING_NORMAL)
     tiering = (mode & NUMA_BALANCING_MEMORY_TIERING) != 0
     nr_pages = s.pages.node.shape[0]
@@ -271,6 +290,6 @@ def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache):
             s.counters[cpu_nid, Vm.NUMA_HINT_FAULTS_LOCAL] += 1
     if not (np.int64(p[P.NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.pgdat[nid].tier == 0:
         return -1
-    if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now_ms(now)) or cpu_nid == nid:
+    if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now_ms(p, now)) or cpu_nid == nid:
         return -1
     return cpu_nid

@@ -26,8 +26,10 @@ Modelling choices that matter here (each stated, none fitted):
   the first promoting cycle is the first cycle with the mechanism on (folio_mark_accessed reaches the
   hook on the 4th access: referenced -> active -> referenced -> hook).
 - Times at --scale F are multiplied by F: every per-page cost is the same, the file is F times
-  smaller. Valid while F <= 64 (the 2 GiB read() calls and the 1 GiB free-space margin of
-  pgdat_free_space_enough() do not scale).
+  smaller (docs/scaling.md). The read() calls stay 2 GiB, as the seed's; so does the RFC v3
+  per-task cap of promote_rate_limit_MBps pages per call, which keeps the share of the file one
+  call can queue for promotion. Valid while F <= 64: above, the file is smaller than one call, so a
+  cycle promotes more of it (fewer promotion rounds); such scales are for smoke runs only.
 """
 from __future__ import annotations
 

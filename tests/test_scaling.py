@@ -1,0 +1,49 @@
+"""--scale keeps the answer (docs/scaling.md): the seed 000 table and a hint-fault promotion case
+give the same ratios at two scales."""
+from __future__ import annotations
+
+import pytest
+
+from tierlab.api import run_config
+from tierlab.reproduce import run_reproduction
+
+FULL_ACCESSES = 64 * 200_000          # random reads of the full-size run
+
+
+def promotion_shares(scale):
+    """A 2 GiB file mmap'd on qemu-2node (1 GiB DRAM + 8 GiB CXL) and read at random in tiering mode
+    with the kernel's default timers: shares of the file's pages that took a hint fault and that
+    were promoted, and the run's length in full-size seconds."""
+    res = run_config({"machine": "qemu-2node", "workload": "random-read", "scale": scale, "seed": 5,
+                      "params": {"file_size": "2GiB", "accesses": str(int(FULL_ACCESSES / scale)),
+                                 "io": "mmap", "prefault": "1"},
+                      "knobs": {"numa_balancing": 2, "demotion_enabled": 1}})
+    pages = (2 << 30) // 4096 / scale
+    c = res.counters
+    return c["numa_hint_faults"] / pages, c["pgpromote_success"] / pages, res.sim_time_s * scale
+
+
+def test_hint_fault_promotion_is_the_same_share_at_scales_16_and_64():
+    hint16, promo16, t16 = promotion_shares(16)
+    hint64, promo64, t64 = promotion_shares(64)
+    assert t64 == pytest.approx(t16, rel=0.01)         # the same full-size duration (a few s)
+    assert promo16 > 0.1                               # promotion happens, at both scales
+    assert hint64 == pytest.approx(hint16, rel=0.03)
+    assert promo64 == pytest.approx(promo16, rel=0.10)
+
+
+@pytest.fixture(scope="module")
+def seed000_two_scales():
+    return [run_reproduction("pagecache-promotion-128g", scale=f, steady_cycles=2, cycles=12).set_index(
+        ["experiment", "metric"]) for f in (32, 64)]
+
+
+def test_seed000_predicted_columns_agree_at_scales_32_and_64(seed000_two_scales):
+    a, b = seed000_two_scales
+    pred = a.role == "predicted"
+    counts = [m for m in a.index if m[1].endswith("_rounds")]
+    for key in a.index[pred]:
+        if key in counts:
+            assert a.simulated[key] == b.simulated[key], key
+        else:
+            assert b.simulated[key] == pytest.approx(a.simulated[key], rel=0.01), key
