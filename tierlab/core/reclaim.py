@@ -104,7 +104,7 @@ def shrink_active_list(s, p, nid, lru, nr_to_scan, now):
         # isolate_lru_folios at the start of the work, move_folios_to_lru at its end
         wait = lru_lock(s, p, nid, now, n)
         cost += wait
-        cost += lru_lock(s, p, nid, now + np.int64(cost - lru_lock_hold(p, n)), n)
+        cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, n))), n)
     return cost
 
 
