@@ -52,8 +52,10 @@ def make_machine(nodes, zero_cost=False):
     })
     if zero_cost:
         # from_dict() rightly refuses free memory accesses; the reference model's regime needs them
+        # (and unlimited bandwidth: all clocks stay at 0, so every byte lands in one calendar bin)
         m = dataclasses.replace(m, nodes=tuple(dataclasses.replace(n, seq_4k_ns=0.0, rand_line_ns=0.0,
-                                                                   write_line_ns=0.0) for n in m.nodes))
+                                                                   write_line_ns=0.0, bandwidth_GBps=float("inf"))
+                                               for n in m.nodes))
     return m
 
 

@@ -41,7 +41,8 @@ if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab
 class Result:
     """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
     series sampled every `sample_interval_ms` of simulated time, per-task times and marks, and per
-    process (mm) its state at the end (`processes`)."""
+    process (mm) its state at the end (`processes`), and per lock (core/locks.py: each node's
+    lru_lock, each file's i_pages xa_lock) its acquisitions, hold and wait time (`locks`)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -51,6 +52,7 @@ class Result:
     sim_time_s: float
     config: dict = field(default_factory=dict)
     processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
+    locks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_dict(self) -> dict:
         return {
@@ -117,7 +119,7 @@ class Simulation:
         cpu_nodes = m.cpu_nodes()
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
         total_pages = int(managed.sum())
-        scan_delay_ns = int(self.kernel.scan_delay_ms) * 1_000_000
+        scan_delay_ns = int(int(self.kernel.scan_delay_ms) * 1_000_000 / self.workload.scale)
         return st.allocate(
             region_pages=[r.pages for r in self._regions],
             region_kind=[st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
@@ -127,7 +129,7 @@ class Simulation:
             region_mm=lay.region_mm, region_mapped=lay.region_mapped, region_pol_flags=lay.region_pol_flags,
             region_vma_policy=lay.region_vma_policy,
             managed=managed,
-            wmark=setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", total_pages)),
+            wmark=setup_watermarks(managed, self._min_free_kbytes(total_pages),
                                    int(self.kernel.watermark_scale_factor)),
             tier=m.tier_index(), node_cpus=[nd.cpus for nd in m.nodes],
             zonelists=m.zonelists(), demotion_targets=m.demotion_targets(),
@@ -138,11 +140,21 @@ class Simulation:
             cpu_nodes=[cpu_nodes[c] for c in lay.cpu_ids],
             task_cpu=np.asarray(lay.task_cpu, dtype=np.int64), task_mm=np.asarray(lay.task_mm, dtype=np.int64),
             task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
-            task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes]),
+            task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes], self.workload.scale),
             mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
             first_sample_ns=int(self.sample_interval_ms * 1e6), scan_delay_ns=scan_delay_ns, seed=self.seed)
+
+    def _min_free_kbytes(self, total_pages: int) -> int:
+        """min_free_kbytes as run: the knob, or the kernel's default for the full-size machine (total
+        pages times the scale), divided by the scale (docs/scaling.md)."""
+        f = self.workload.scale
+        return int(self.kernel.get("min_free_kbytes", round(total_pages * f)) / f)
+
+    def _now_ms(self) -> int:
+        """The kernel's ms clock (numa_balancing.now_ms) at the latest time reached."""
+        return int(int(self.state.sys[0]["now"]) * self.workload.scale // 1_000_000) & 0xFFFFFFFF
 
     def _build_params(self) -> np.ndarray:
         p = np.zeros(NR_PARAMS, dtype=np.float64)
@@ -156,6 +168,8 @@ class Simulation:
         p[P.SAMPLE_INTERVAL_NS] = self.sample_interval_ms * 1e6
         p[P.SEED] = self.seed
         p[P.FAST_CASE] = 1.0 if self.fast_case else 0.0
+        p[P.SCALE] = self.workload.scale
+        p[P.SWAP_SIZE] = np.floor(p[P.SWAP_SIZE] / self.workload.scale)   # swap of the full-size machine
         return p
 
     def set_knobs(self, **knobs) -> None:
@@ -164,12 +178,11 @@ class Simulation:
         self.kernel = self.kernel.replace(**knobs)
         if "min_free_kbytes" in knobs or "watermark_scale_factor" in knobs:
             managed = self.state.pgdat["managed"]
-            self.state.pgdat["wmark"] = setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", int(managed.sum()))),
+            self.state.pgdat["wmark"] = setup_watermarks(managed, self._min_free_kbytes(int(managed.sum())),
                                                          int(self.kernel.watermark_scale_factor))
         self.p = self._build_params()
         if not old_tiering and int(self.kernel.numa_balancing) & 2:
-            now_ms = int(self.state.sys[0]["now"] // 1_000_000) & 0xFFFFFFFF
-            reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], now_ms)
+            reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], self._now_ms())
 
     def fork(self) -> "Simulation":
         """An independent copy of this simulation as it stands: same machine, knobs, costs and
@@ -281,7 +294,7 @@ class Simulation:
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
         return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                       task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config(), processes=self.processes())
+                      config=self.config(), processes=self.processes(), locks=self._locks())
 
     def processes(self) -> pd.DataFrame:
         """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS
@@ -300,6 +313,22 @@ class Simulation:
             "nr_cpus_ran": cpus})
         df.index.name = "mm"
         return df
+
+    def _locks(self) -> pd.DataFrame:
+        """One row per lock: `lock` (lru_lock, xa_lock), `of` (the node or file), acquisitions,
+        hold_ns and wait_ns summed over them, `contended` (acquisitions that waited) and `beyond`
+        (acquisitions booked further back than the lock calendar's horizon, served unchecked)."""
+        s, N = self.state, self.machine.nr_nodes
+        rows = [("lru_lock", nd.name, i) for i, nd in enumerate(self.machine.nodes)]
+        rows += [("xa_lock", r.name, N + i) for i, r in enumerate(self._regions) if r.kind != "anon"]
+        c = s.locks
+        return pd.DataFrame({
+            "lock": [r[0] for r in rows], "of": [r[1] for r in rows],
+            "acquisitions": [int(c[i].nr_requests) for *_, i in rows],
+            "hold_ns": [float(c[i].booked) for *_, i in rows],
+            "wait_ns": [float(c[i].wait_ns) for *_, i in rows],
+            "contended": [int(c[i].nr_waits) for *_, i in rows],
+            "beyond": [int(c[i].nr_beyond) for *_, i in rows]})
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`

@@ -143,7 +143,7 @@ def task_ctrl(s, p, task, cpu, op, arg, clock):
     cost = 0.0
     if (op & CTRL_KIND_MASK) == CTRL_EXIT and s.task[task].promo_count > 0:
         cost += task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock)
-    c, ok = do_ctrl(s, p, task, op, arg)
+    c, ok = do_ctrl(s, p, task, op, arg, clock + np.int64(cost))
     return cost + c, ok
 
 

@@ -52,7 +52,11 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
     cost += p[P.FMA_NS]
     last = t.last_page
     same = t.call_start != 0 and (last & ~(nr - 1)) == head
-    if not same and folio_mark_accessed(s, hu):
+    hot = False
+    if not same:
+        hot, wait = folio_mark_accessed(s, p, hu, now)
+        cost += wait
+    if hot:
         if tiering_mode(p) and not (pg.flags[hu] & PG_ISOLATED):
             cost += p[P.FMA_HOOK_CHECK_NS]
             if p[P.PAGECACHE_PROMOTION_ENABLED] != 0:

@@ -20,6 +20,7 @@ from ._jit import jit, jit_inline
 
 from .cost import line_load_ns, line_store_ns, seq_page_ns
 from .filemap import filemap_miss_ns
+from .locks import i_pages_lock
 from .lru import folio_add_lru, workingset_refault
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
 from .mm import map_file_folio, vma_covers
@@ -111,6 +112,7 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         pg.stamp[head] = shadow_age
         workingset_refault(s, p, head, nid, evict_nid)
     pg.stamp[head] = STAMP_NONE
+    t = clock + np.int64(cost)      # the fault's own work starts: its locks are taken within it
     if anon:
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]
@@ -124,10 +126,13 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         cost += p[P.ZERO_PAGE_NS] * (nr - nr_swapped)
         pg.flags2[head] |= F2_MAPPED
     else:
-        cost += filemap_miss_ns(s, p, head, nid, nr, cpu_nid, op)
+        # __filemap_add_folio under the mapping's xa_lock, then folio_add_lru, then the read
+        wait = i_pages_lock(s, p, head, t)
+        t += np.int64(wait + p[P.XA_LOCK_NS])
+        cost += wait + filemap_miss_ns(s, p, head, nid, nr, cpu_nid, op)
         if kind <= OP_STORE:
             s.mm[mm].rss_file += nr        # filemap_fault mapped it
-    folio_add_lru(s, p, cpu, head)
+    cost += folio_add_lru(s, p, cpu, head, t)
     return cost, True
 
 

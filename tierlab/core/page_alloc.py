@@ -78,7 +78,7 @@ def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
     retries = 0
     while nid < 0 and retries < MAX_RECLAIM_RETRIES:
         if retries == 0:
-            lru_add_drain_cpu(s, cpu)
+            cost += lru_add_drain_cpu(s, p, cpu, clock)
         s.counters[cpu_nid, Vm.ALLOCSTALL] += 1
         got, c = direct_reclaim(s, p, cands, n, clock + np.int64(cost), scratch)
         cost += c

@@ -39,6 +39,8 @@ ENGINE_NAMES = (
     "seed",
     "fast_case",             # 1: accesses try access_present()'s fast case first; 0: every access takes the
                              # general case (same results by construction; the tests check it)
+    "scale",                 # the run's --scale F: sizes are F times smaller and so, per page, is time; the
+                             # kernel's clock and byte floors follow (numa_balancing.py, docs/scaling.md)
 )
 PARAM_NAMES = KNOB_NAMES + tuple(COSTS) + MACHINE_NAMES + ENGINE_NAMES
 P = IntEnum("P", {n.upper(): i for i, n in enumerate(PARAM_NAMES)})

@@ -26,6 +26,10 @@ below.
     pgdat     struct pglist_data + its one zone, per node (PGDAT_DTYPE)
     lruvec    struct lruvec, one per node (the root memcg) (LRUVEC_DTYPE; MGLRU adds its fields here)
     mem       the node's memory as a device for the time model, cost.py (MEM_DTYPE)
+    membw     the node's memory bandwidth: a capacity calendar per node (resource.py, MEM_BW_BINS bins
+              of MEM_BW_BIN_NS), booked by cost.py
+    locks     the calendars of lruvec->lru_lock (one per node) and of each file's i_pages xa_lock
+              (one per region), locks.py
     zonelist  int8[N, N] fallback order by distance, -1 padded
     demote_target int8[N, N] preferred demotion targets, -1 padded
     cpu       per CPU (CPU_DTYPE): its clock and lru_add batch (per-CPU TLBs go beside it)
@@ -48,6 +52,7 @@ from typing import NamedTuple
 
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
+from .resource import calendar_array
 
 # flags (folio->flags analogues)
 PG_REFERENCED = np.uint8(1)
@@ -153,10 +158,14 @@ MEM_DTYPE = np.dtype([
     ("line_ns", np.float64),         # random cache-line load, unloaded
     ("write_ns", np.float64),        # random cache-line store, unloaded
     ("bw_bytes_ns", np.float64),     # peak bandwidth, bytes per ns
-    ("load_factor", np.float64),     # loaded-latency multiplier from the last window
-    ("win_start", np.int64),         # start of the bandwidth accounting window
-    ("win_bytes", np.float64),       # bytes moved in the current window
+    ("load_factor", np.float64),     # loaded-latency multiplier (cost.py), valid for bin `lf_bin`
+    ("lf_bin", np.int64),            # membw bin load_factor was computed for (-1: none yet)
 ], align=True)
+
+MEM_BW_BIN_NS = 1024                 # the bandwidth calendars: bin width and ring size (cost.py says why)
+MEM_BW_BINS = 1024
+LOCK_BIN_NS = 256                    # the lock calendars (locks.py says why)
+LOCK_BINS = 4096
 
 CPU_DTYPE = np.dtype([
     ("node", np.int64),
@@ -236,6 +245,8 @@ class SimState(NamedTuple):
     pgdat: np.ndarray
     lruvec: np.ndarray
     mem: np.ndarray
+    membw: np.ndarray
+    locks: np.ndarray
     zonelist: np.ndarray
     demote_target: np.ndarray
     cpu: np.ndarray
@@ -310,6 +321,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     for k in ("seq_ns", "line_ns", "write_ns", "bw_bytes_ns"):
         memarr[k] = [m[k] for m in mem]
     memarr["load_factor"] = 1.0
+    memarr["lf_bin"] = -1
     zl = np.full((N, N), -1, np.int8)
     for i, order in enumerate(zonelists):
         zl[i, :len(order)] = order
@@ -342,7 +354,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)
     rec = lambda a: a.view(np.recarray)  # noqa: E731
     return SimState(pages=pages, regions=regions, pgdat=rec(pgdat), lruvec=rec(np.zeros(N, LRUVEC_DTYPE)),
-                    mem=rec(memarr), zonelist=zl, demote_target=dt, cpu=rec(cpu), task=rec(task), mm=rec(mm),
+                    mem=rec(memarr), membw=calendar_array(memarr["bw_bytes_ns"], MEM_BW_BIN_NS, MEM_BW_BINS),
+                    locks=calendar_array(np.ones(N + R), LOCK_BIN_NS, LOCK_BINS), zonelist=zl, demote_target=dt, cpu=rec(cpu), task=rec(task), mm=rec(mm),
                     sys=rec(sysrec),
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
