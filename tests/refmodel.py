@@ -6,10 +6,15 @@ promotion RFC). Readable rather than fast; tests/test_refmodel.py compares it wi
 
 The regime in which the comparison is exact: every time-model cost is 0 (all COSTS, and per-node
 seq/line/write ns), so no clock decides anything:
-- every task's clock stays at 0, so the engine runs the lowest-numbered CPU with work first (ties go
-  to CPUs), its tasks round-robin, switching task after an access that woke a kswapd; kswapd (clock
-  >= 0, never below a CPU's) runs only when no task has work left in the chunk, then one
-  SWAP_CLUSTER_MAX batch per step, the node with the smallest kswapd clock first, each step +100 ns;
+- accesses cost nothing, so only kswapd moves clocks (one SWAP_CLUSTER_MAX batch per step, +100 ns
+  each); the engine runs the CPU that is ready first (lowest number on ties). Each kswapd runs on
+  the CPU core/sched.place_kswapds gives it (one of its own after the tasks' CPUs, or shared with
+  tasks). On a CPU, CFS as sched.py models it: tasks keep vruntime 0 (their slices never run
+  out), so they run their chunk parts one after another in enqueue order; a task stops after an
+  access that woke a kswapd (the engine re-picks); a woken kswapd gets min_vruntime - latency/2
+  and preempts a task more than wakeup_granularity ahead of it, the task going behind the CPU's
+  other tasks; a kswapd runs its slices by vruntime; a CPU that ran kswapd is ahead of the CPUs
+  still at its old clock, so they run first;
 - the folio access time and "now" are 0 ms: the hint-fault latency of a folio never stamped is
   (0 - PAGE_ACCESS_TIME_MASK) & mask = 1, then 0; the 1 s rate-limit window and the
   threshold-adjustment period never roll over, so the rate limit counts candidates from the start;
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from tierlab.core.sched import place_kswapds
 from tierlab.core.vmstat import VMSTAT_NAMES
 
 M64 = (1 << 64) - 1
@@ -32,7 +38,7 @@ MAX_RECLAIM_RETRIES = 16
 # flags
 REFERENCED, ACTIVE, WORKINGSET, LRU, DIRTY, YOUNG, PROTNONE, ISOLATED = 1, 2, 4, 8, 16, 32, 64, 128
 # flags2
-PRESENT, ANON, MAPPED, SHADOW, SWAPPED, CONTIG, BATCHED = 1, 2, 4, 8, 16, 32, 64
+PRESENT, ANON, MAPPED, SHADOW, SWAPPED, CONTIG, BATCHED, PTE_WRITE = 1, 2, 4, 8, 16, 32, 64, 128
 # ops
 LOAD, STORE, READ, WRITE, KIND, STREAM, SYSCALL_END = 0, 1, 2, 3, 3, 4, 8
 # lists
@@ -56,9 +62,25 @@ class RefModel:
         self.demote_targets = [list(t) for t in machine.demotion_targets()]
         cpu_nodes = machine.cpu_nodes()
         C = max(1, min(len(cpu_nodes), nr_tasks))
-        self.cpu_node = list(cpu_nodes[:C])
-        self.task_cpu = [t % C for t in range(nr_tasks)]
-        self.cpu_next_task = [0] * C
+        self.task_cpu = [t % C for t in range(nr_tasks)]         # the first CPUs, as config places them
+        self.kswapd_cpu, self.cpu_node = place_kswapds(cpu_nodes, list(range(C)), self.task_cpu,
+                                                       [nd.cpus for nd in machine.nodes], machine.zonelists())
+        self.cpu_clock = [0] * len(self.cpu_node)
+        self.rq = [{} for _ in self.cpu_node]       # per CPU: enqueued entity ("t", t) / ("k", nid) -> seq
+        self.rq_seq = [0] * len(self.cpu_node)
+        self.curr = [None] * len(self.cpu_node)
+        # CFS: vruntime and runtime per entity (tasks never run up either: accesses cost 0);
+        # kswapd has slept since boot
+        self.vr = {("t", t): 0 for t in range(nr_tasks)} | {("k", n): -(1 << 60) for n in range(machine.nr_nodes)}
+        self.runtime = {e: 0 for e in self.vr}
+        self.min_vruntime = [0] * len(self.cpu_node)
+        self.slice_start = [0] * len(self.cpu_node)
+        # the CFS tunables at their defaults, times update_sysctl()'s 1 + ilog2(min(CPUs, 8))
+        factor = 1 + (min(machine.nr_cpus, 8).bit_length() - 1)
+        self.sched_latency = 6_000_000 * factor
+        self.sched_min_gran = 750_000 * factor
+        self.sched_gran = 1_000_000 * factor                        # wakeup_granularity
+        self.now = 0
         self.T = nr_tasks
         self.k = dict(knobs)
         self.wmark = [list(w) for w in wmarks]
@@ -78,7 +100,7 @@ class RefModel:
         self.order = [0] * P
         self.stamp = [STAMP_NONE] * P
         self.lru = [[[] for _ in range(4)] for _ in range(self.N)]   # index 0 = head (newest)
-        self.batch = [[] for _ in range(C)]
+        self.batch = [[] for _ in self.cpu_node]
         self.promo = [[] for _ in range(nr_tasks)]
         self.promo_count = [0] * nr_tasks
         self.last_page = [-2] * nr_tasks
@@ -181,7 +203,7 @@ class RefModel:
             if self.watermark_ok(n, nr, WLOW):
                 return n
         for n in cands:
-            self.wakeup_kswapd(n, 0)
+            self.wakeup_kswapd(n, self.now)
         nid = next((n for n in cands if self.watermark_ok(n, nr, WMIN)), -1)
         retries = 0
         while nid < 0 and retries < MAX_RECLAIM_RETRIES:
@@ -351,7 +373,7 @@ class RefModel:
         elif self.flags[x] & DIRTY:
             self.count(nid, "pgpgout", 4 * nr)
         self.free_folio(x)
-        self.flags2[x] &= ~(PRESENT | MAPPED)
+        self.flags2[x] &= ~(PRESENT | MAPPED | PTE_WRITE)
         self.workingset_eviction(x)
         return nr
 
@@ -466,7 +488,7 @@ class RefModel:
             scanned = 0
             budget = 2 * self.node_lru_pages(nid) + SWAP_CLUSTER_MAX
             while total < SWAP_CLUSTER_MAX and scanned < budget:
-                r, sc = self.reclaim_batch(nid, False, 0)
+                r, sc = self.reclaim_batch(nid, False, self.now)
                 total += r
                 if sc == 0 and r == 0:
                     break
@@ -529,7 +551,7 @@ class RefModel:
             return
         # migrate_misplaced_folio_prepare()
         if not self.free[cpu_nid] >= self.wmark[cpu_nid][WHIGH] + nr:
-            self.wakeup_kswapd(cpu_nid, 0)
+            self.wakeup_kswapd(cpu_nid, self.now)
             return
         if not self.flags[head] & LRU or self.flags[head] & ISOLATED:
             return
@@ -615,13 +637,15 @@ class RefModel:
                 self.swap_used -= nr_swapped
                 self.count(cpu_nid, "pgmajfault")
                 self.count(nid, "pswpin", nr_swapped)
-            self.flags2[head] |= MAPPED
+            # a write fault maps the new (or swapped-in) folio writable; a read-faulted swap-in is
+            # read-only
+            self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
         else:
             self.count(nid, "pgpgin", 4 * nr)
             if kind <= STORE:
                 self.count(cpu_nid, "pgfault")
                 self.count(cpu_nid, "pgmajfault")
-                self.flags2[head] |= MAPPED
+                self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
         self.folio_add_lru(cpu, head)
 
     def access(self, task, cpu, page, op):
@@ -643,7 +667,10 @@ class RefModel:
                 self.flags[head] |= DIRTY
             return
         if not self.flags2[head] & MAPPED:
-            self.flags2[head] |= MAPPED
+            self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
+            self.count(self.cpu_node[cpu], "pgfault")
+        elif kind == STORE and not self.flags2[head] & PTE_WRITE:
+            self.flags2[head] |= PTE_WRITE                # do_wp_page: reuse / page_mkwrite
             self.count(self.cpu_node[cpu], "pgfault")
         assert not self.flags[head] & PROTNONE, "hint faults are outside the reference model's regime"
         self.flags[head] |= YOUNG
@@ -651,31 +678,110 @@ class RefModel:
             self.flags[head] |= DIRTY
 
     # ---- the scheduler, in the all-costs-zero regime ------------------------------------------
+    def enqueue(self, c, e):
+        self.rq[c][e] = self.rq_seq[c]
+        self.rq_seq[c] += 1
+
+    def update_min_vruntime(self, c):
+        if self.rq[c]:
+            self.min_vruntime[c] = max(self.min_vruntime[c], min(self.vr[e] for e in self.rq[c]))
+
+    def sched_slice(self, nr):
+        period = self.sched_latency if nr <= self.sched_latency // self.sched_min_gran else nr * self.sched_min_gran
+        return max(period // max(nr, 1), 1)
+
+    def resched(self, c, clock, waiting):
+        """sched_resched(): enqueue the waiting tasks and the woken kswapds (place_entity with
+        sleeper credit; a kswapd preempts curr when curr is more than wakeup_granularity ahead),
+        keep curr unless it is gone, preempted or through its slice, else pick the leftmost."""
+        self.update_min_vruntime(c)
+        credit = self.min_vruntime[c] - self.sched_latency // 2
+        for t in waiting:
+            self.vr[("t", t)] = max(self.vr[("t", t)], credit)
+            self.enqueue(c, ("t", t))
+        cur = self.curr[c]
+        preempt = False
+        for n in range(self.N):
+            k = ("k", n)
+            if self.kswapd_cpu[n] == c and self.kswapd_awake[n] and k not in self.rq[c] \
+                    and self.kswapd_clock[n] <= clock:
+                self.vr[k] = max(self.vr[k], credit)
+                self.enqueue(c, k)
+                preempt |= cur is not None and self.vr[cur] - self.vr[k] > self.sched_gran
+        nr = len(self.rq[c])
+        if cur is not None and not preempt and (nr <= 1 or self.runtime[cur] - self.slice_start[c] < self.sched_slice(nr)):
+            return
+        if cur is not None:
+            self.enqueue(c, cur)                      # put_prev_entity: behind its equals
+        self.curr[c] = min(self.rq[c], key=lambda e: (self.vr[e], self.rq[c][e])) if self.rq[c] else None
+        if self.curr[c] is not None:
+            self.slice_start[c] = self.runtime[self.curr[c]]
+            self.update_min_vruntime(c)
+
     def run_chunk(self, per_task):
-        """per_task: one list of (page, op) per task. Runs the chunk as the engine does with every
-        clock at 0, then kswapd until every node sleeps."""
+        """per_task: one list of (page, op) per task. Runs the chunk as the engine's CFS runqueues do
+        with every access cost 0 (see the module docstring)."""
         pos = [0] * self.T
+        C = len(self.cpu_node)
+
+        def has_work(t):
+            return pos[t] < len(per_task[t])
+
+        def pending(c):
+            return [n for n in range(self.N) if self.kswapd_cpu[n] == c and self.kswapd_awake[n]
+                    and ("k", n) not in self.rq[c]]
+
         while True:
-            cpu = next((c for c in range(len(self.cpu_node))
-                        if any(self.task_cpu[t] == c and pos[t] < len(per_task[t]) for t in range(self.T))), -1)
-            if cpu < 0:
+            # the CPU with the smallest "ready at" time: CPUs with something enqueued or waiting
+            # (lowest number first), then the CPUs of woken kswapds not yet enqueued (node order)
+            cands = []
+            for c in range(C):
+                waiting = any(self.task_cpu[t] == c and has_work(t) and ("t", t) not in self.rq[c]
+                              for t in range(self.T))
+                if self.rq[c] or waiting:
+                    cands.append((self.cpu_clock[c], c))
+            for n in range(self.N):
+                c = self.kswapd_cpu[n]
+                if n in pending(c):
+                    cands.append((max(self.cpu_clock[c], self.kswapd_clock[n]), c))
+            best, best_t = -1, None
+            for t_ready, c in cands:
+                if best_t is None or t_ready < best_t:
+                    best, best_t = c, t_ready
+            if best < 0:
                 break
-            t = next(((self.cpu_next_task[cpu] + k) % self.T for k in range(self.T)
-                      if self.task_cpu[(self.cpu_next_task[cpu] + k) % self.T] == cpu
-                      and pos[(self.cpu_next_task[cpu] + k) % self.T] < len(per_task[(self.cpu_next_task[cpu] + k) % self.T])))
-            self.cpu_next_task[cpu] = (t + 1) % self.T
+            c = best
+            self.cpu_clock[c] = clock = max(self.cpu_clock[c], best_t)
+            self.resched(c, clock, [t for t in range(self.T) if self.task_cpu[t] == c and has_work(t)
+                                    and ("t", t) not in self.rq[c]])
+            if self.curr[c] is None:
+                continue
+            kind, x = self.curr[c]
+            if kind == "k":
+                self.kswapd_clock[x] = max(self.kswapd_clock[x], clock)
+                self.kswapd_step(x)
+                end = max(self.kswapd_clock[x], clock)
+                self.vr[("k", x)] += end - clock
+                self.runtime[("k", x)] += end - clock
+                self.cpu_clock[c] = end
+                if not self.kswapd_awake[x]:
+                    del self.rq[c][("k", x)]
+                    self.curr[c] = None
+                continue
+            t = x
+            self.now = clock
             wakeups = self.wakeups
             while pos[t] < len(per_task[t]):
                 page, op = per_task[t][pos[t]]
                 pos[t] += 1
-                self.access(t, cpu, page, op)
+                self.access(t, c, page, op)
                 if op & SYSCALL_END and self.promo_count[t] > 0:
-                    self.task_numa_promotion_work(t, self.cpu_node[cpu])
+                    self.task_numa_promotion_work(t, self.cpu_node[c])
                 if self.wakeups != wakeups:
                     break
-        while any(self.kswapd_awake):
-            nid = min((n for n in range(self.N) if self.kswapd_awake[n]), key=lambda n: (self.kswapd_clock[n], n))
-            self.kswapd_step(nid)
+            if not has_work(t):
+                del self.rq[c][("t", t)]
+                self.curr[c] = None
 
     # ---- views for the comparison -------------------------------------------------------------
     def node_counters(self):

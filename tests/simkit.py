@@ -194,3 +194,17 @@ def swap_used(sim):
 
 def lru_batch_capacity():
     return st.LRU_BATCH_MAX
+
+
+def pte_state(sim, page):
+    """The PTE state of the folio holding `page` (memory.py): present (a real folio mapped; "zero"
+    for the shared zero page, False when unmapped), writable, dirty, young, protnone."""
+    s = sim.state
+    o = int(s.pages.order[page]) & int(st.ORDER_MASK)
+    head = page & ~((1 << o) - 1)
+    f, f2 = int(s.pages.flags[head]), int(s.pages.flags2[head])
+    mapped = bool(f2 & st.F2_MAPPED)
+    present = ("zero" if not f2 & st.F2_PRESENT else True) if mapped else False
+    return {"present": present, "writable": mapped and bool(f2 & st.F2_PTE_WRITE),
+            "dirty": mapped and bool(f & st.PG_DIRTY), "young": mapped and bool(f & st.PG_YOUNG),
+            "protnone": mapped and bool(f & st.PG_PROTNONE)}

@@ -1,5 +1,6 @@
 """One access path: `engine.access_present()` is written once and used by both the fast case (which
-stops before any side effect at a fault, a hint fault or a promotion candidate) and the general case
+stops before any side effect at a fault, a hint fault, a write-protect fault or a promotion
+candidate) and the general case
 (`access_fault`, then `access_present` again). Running every access through the general case (Simulation(fast_case=False)) must
 end in bit-identical state: every per-page, per-node, per-CPU, per-task and per-mm value, every
 counter, clock, mark and time-series row. Four seed-shaped scenarios, then hypothesis-built ones
@@ -79,12 +80,15 @@ def scenarios(draw):
     """A small machine (a DRAM node with CPUs and one or two CPU-less lower nodes), regions of
     every kind with folio orders 0-3, 1-3 tasks, an access stream mixing every op, and knobs. The
     mechanisms that make the fast case stop come first in each choice (hypothesis favours and
-    shrinks towards the first), so most examples reach hint faults and promotion candidates."""
+    shrinks towards the first), so most examples reach hint faults, write-protect faults (stores
+    to read-only PTEs of mmap'd files, of swapped-in and of promoted anon folios) and promotion
+    candidates."""
     nodes = [(draw(hs.integers(96, 400)), draw(hs.integers(1, 3)), sk.DRAM)]
     nodes += [(draw(hs.integers(64, 600)), 0, sk.CXL) for _ in range(draw(hs.integers(1, 2)))]
     regions = []
     for i in range(draw(hs.integers(1, 4))):
-        kind = draw(hs.sampled_from(["anon", "file", "mapped"]))
+        # mmap'd files first: loads then stores of the same pages are write-protect faults
+        kind = draw(hs.sampled_from(["mapped", "anon", "file"]))
         pages = draw(hs.integers(8, 300))
         order = draw(hs.integers(0, 3))
         policy = draw(hs.sampled_from(["default", "default", "bind", "preferred", "interleave"]))
@@ -136,3 +140,27 @@ def test_fast_and_general_case_agree_on_any_scenario(sc):
     slow, err_slow = _scripted(*sc, fast_case=False)
     assert err_fast == err_slow
     assert_same_run(fast, slow, "scenario")
+
+
+def test_fast_and_general_case_agree_on_write_protect_faults():
+    """Stores to read-only PTEs: an mmap'd file read then written, and anon folios promoted by hint
+    faults (remove_migration_pte leaves them read-only) then written."""
+    nodes = [(96, 1, sk.DRAM), (400, 0, sk.CXL)]
+    regions = [Region("m", "file", 64, mapped=True), Region("a", "anon", 160)]
+    knobs = {"numa_balancing": 2, "swap_size": 64, "scan_delay_ms": 0, "scan_period_min_ms": 1,
+             "scan_size_mb": 1, "lru_batch_size": 1}
+    runs = []
+    for fast_case in (True, False):
+        sim = Simulation(sk.machine(*nodes), Kernel(**knobs), sk.Scripted(regions, 1), seed=1,
+                         sample_interval_ms=1, fast_case=fast_case)
+        per = sk.seq(range(64), sk.LOAD) + sk.seq(range(64), sk.STORE) + sk.seq(range(64, 224), sk.STORE)
+        # ~5 ms of the file's faults, then ~5 ms of loads for NUMA scans and hint faults
+        per += sk.seq(list(range(64, 224)) * 150, sk.LOAD) + sk.seq(range(64, 224), sk.STORE)
+        sk.run(sim, per)
+        runs.append(sim)
+    assert_same_run(runs[0], runs[1], "write-protect faults")
+    c = sk.counters(runs[0])
+    # 64 file read faults + 64 write-protect faults, one fault per anon page, and more
+    # write-protect faults after promotions
+    assert c["pgfault"] > 64 + 64 + 160
+    assert c["pgpromote_success"] > 0

@@ -24,6 +24,7 @@ from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.mmzone import setup_watermarks
 from .core.numa_balancing import reset_promotion_state, thread_node_stamps
 from .core.params import KNOB_NAMES, NR_PARAMS, P
+from .core.sched import place_kswapds
 from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
@@ -40,9 +41,11 @@ if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab
 @dataclass
 class Result:
     """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
-    series sampled every `sample_interval_ms` of simulated time, per-task times and marks, and per
-    process (mm) its state at the end (`processes`), and per lock (core/locks.py: each node's
-    lru_lock, each file's i_pages xa_lock) its acquisitions, hold and wait time (`locks`)."""
+    series sampled every `sample_interval_ms` of simulated time, per-task times and marks, per
+    process (mm) its state at the end (`processes`), per lock (core/locks.py: each node's lru_lock,
+    each file's i_pages xa_lock) its acquisitions, hold and wait time (`locks`), and the CPU time of
+    every task and kswapd (`tasks`, like top: name, kind, process, cpu, node of the CPU, runtime_s,
+    cpu_share = runtime over the run's elapsed virtual time)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -53,6 +56,7 @@ class Result:
     config: dict = field(default_factory=dict)
     processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
     locks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tasks: pd.DataFrame = field(default_factory=pd.DataFrame)   # CPU time per task and kswapd
 
     def to_dict(self) -> dict:
         return {
@@ -61,6 +65,7 @@ class Result:
             "sim_time_s": self.sim_time_s,
             "task_times_s": [float(x) for x in self.task_times_s],
             "marks_s": self.marks_s.to_dict(orient="list"),
+            "tasks": self.tasks.to_dict(orient="records"),
             "config": self.config,
         }
 
@@ -117,6 +122,9 @@ class Simulation:
     def _build_state(self) -> st.SimState:
         m, w, lay = self.machine, self.workload, self._layout
         cpu_nodes = m.cpu_nodes()
+        # each node's kswapd: a CPU of its own when its cpumask has one no task uses, else shared
+        kswapd_cpu, sim_cpu_nodes = place_kswapds(cpu_nodes, lay.cpu_ids, lay.task_cpu,
+                                                  [nd.cpus for nd in m.nodes], m.zonelists())
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
         total_pages = int(managed.sum())
         scan_delay_ns = int(int(self.kernel.scan_delay_ms) * 1_000_000 / self.workload.scale)
@@ -136,8 +144,9 @@ class Simulation:
             mem=[{"seq_ns": nd.seq_4k_ns, "line_ns": nd.rand_line_ns, "write_ns": nd.write_line_ns,
                   "bw_bytes_ns": nd.bandwidth_GBps} for nd in m.nodes],      # GB/s == bytes/ns
             # the state's CPU slots are the machine CPUs tasks sit on (config.check_processes: the
-            # allowed CPU with the fewest tasks, lowest id first; without placement the first CPUs)
-            cpu_nodes=[cpu_nodes[c] for c in lay.cpu_ids],
+            # allowed CPU with the fewest tasks, lowest id first; without placement the first CPUs),
+            # then the CPUs only a kswapd runs on
+            cpu_nodes=sim_cpu_nodes, kswapd_cpu=kswapd_cpu,
             task_cpu=np.asarray(lay.task_cpu, dtype=np.int64), task_mm=np.asarray(lay.task_mm, dtype=np.int64),
             task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
             task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes], self.workload.scale),
@@ -164,6 +173,7 @@ class Simulation:
         for k, v in self.costs.items():
             p[P[k.upper()]] = v
         p[P.LOADED_LATENCY_C] = self.machine.loaded_latency_c
+        p[P.NR_CPUS] = self.machine.nr_cpus
         p[P.QUANTUM_NS] = self.quantum_us * 1000
         p[P.SAMPLE_INTERVAL_NS] = self.sample_interval_ms * 1e6
         p[P.SEED] = self.seed
@@ -294,7 +304,8 @@ class Simulation:
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
         return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                       task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config(), processes=self.processes(), locks=self._locks())
+                      config=self.config(), processes=self.processes(), locks=self._locks(),
+                      tasks=self.cpu_times())
 
     def processes(self) -> pd.DataFrame:
         """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS
@@ -329,6 +340,25 @@ class Simulation:
             "wait_ns": [float(c[i].wait_ns) for *_, i in rows],
             "contended": [int(c[i].nr_waits) for *_, i in rows],
             "beyond": [int(c[i].nr_beyond) for *_, i in rows]})
+
+    def cpu_times(self) -> pd.DataFrame:
+        """CPU time per task and per kswapd, like top's TIME+ and %CPU: name (task<i>, kswapd<nid>),
+        kind, process (the task's process; '' for a kthread), cpu, node (the CPU's node), runtime_s,
+        and cpu_share, the runtime over the run's elapsed virtual time (the latest CPU clock): 1.0 is
+        one CPU all the time."""
+        s = self.state
+        elapsed = max(1, int(s.cpu["clock"].max()))
+        rows = [(f"task{t}", "task", int(s.task[t]["cpu"]), int(s.task[t]["runtime"]))
+                for t in range(s.task.shape[0])]
+        rows += [(f"kswapd{n}", "kswapd", int(s.pgdat[n]["kswapd_cpu"]), int(s.pgdat[n]["kswapd_runtime"]))
+                 for n in range(s.pgdat.shape[0])]
+        df = pd.DataFrame(rows, columns=["name", "kind", "cpu", "runtime_ns"])
+        df.insert(2, "process", [self._layout.processes[int(s.task[t]["mm"])].name for t in range(s.task.shape[0])]
+                  + [""] * s.pgdat.shape[0])
+        df.insert(4, "node", [int(s.cpu[c]["node"]) for c in df.cpu])
+        df["runtime_s"] = df.pop("runtime_ns") / 1e9
+        df["cpu_share"] = df.runtime_s * 1e9 / elapsed
+        return df
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`

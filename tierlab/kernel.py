@@ -96,6 +96,19 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "per-CPU lru_add batch size (15 before 6.8, 31 after)"),
     Knob("access_time_bits", 21, "bits", 12, 32, "LAST_CPUPID_SHIFT",
          "width of the folio access-time field used for hint-fault latency (21 with NR_CPUS=8192)"),
+    Knob("sched_latency_ns", 6_000_000, "ns", 100_000, 1_000_000_000,
+         "sysctl kernel.sched_latency_ns (to 5.12; debugfs sched/latency_ns 5.13-6.5; CFS only, gone with EEVDF in 6.6)",
+         "CFS period shared by up to latency/min_granularity runnable tasks; the boot value before "
+         "the CPU-count factor (sched_tunable_scaling)"),
+    Knob("sched_min_granularity_ns", 750_000, "ns", 100_000, 1_000_000_000,
+         "sysctl kernel.sched_min_granularity_ns (to 5.12; debugfs sched/min_granularity_ns 5.13-6.5, base_slice_ns in EEVDF)",
+         "smallest CFS slice; beyond latency/min_granularity runnable tasks the period grows with them"),
+    Knob("sched_wakeup_granularity_ns", 1_000_000, "ns", 0, 1_000_000_000,
+         "sysctl kernel.sched_wakeup_granularity_ns (to 5.12; debugfs sched/wakeup_granularity_ns 5.13-6.5; CFS only)",
+         "a woken entity (kswapd) preempts the running task when it is this much behind in vruntime"),
+    Knob("sched_tunable_scaling", 1, "enum", 0, 2, "sysctl kernel.sched_tunable_scaling (to 5.12; debugfs sched/tunable_scaling from 5.13)",
+         "the three sched_*_ns values are multiplied by 1 (none), 1 + ilog2(min(CPUs, 8)) (log) or "
+         "min(CPUs, 8) (linear)", choices={"none": 0, "log": 1, "linear": 2}),
 )}
 
 

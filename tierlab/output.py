@@ -10,7 +10,8 @@ Parquet layout (``tierlab run --out FILE``; `write_parquet` / `read_parquet`), f
   ``node{i}_nr_isolated`` (pages). ``pandas.read_parquet(FILE)`` gives it back as a DataFrame.
 * The schema metadata key ``tierlab`` holds a JSON object with everything else: ``format_version``,
   ``counters`` (final vmstat totals), ``node_counters`` (per node), ``nodes`` (final per-node table),
-  ``sim_time_s``, ``task_times_s``, ``marks_s``, ``cycle_times_s`` and ``config`` (the config dict
+  ``sim_time_s``, ``task_times_s``, ``marks_s``, ``cycle_times_s``, ``tasks`` (CPU time per task and
+  kswapd, `Result.tasks` as records) and ``config`` (the config dict
   that `tierlab.api.build` accepts, so the run can be repeated). Read it with `read_parquet`, or
   ``json.loads(pyarrow.parquet.read_schema(FILE).metadata[b"tierlab"])``.
 

@@ -1,13 +1,17 @@
-"""The simulation loop: tasks on CPUs interleaved in virtual time, kswapd on its own clock, and
-the one access path that drives every mechanism.
+"""The simulation loop: tasks and kswapds on CPUs interleaved in virtual time, and the one access
+path that drives every mechanism.
 
-Scheduling. Each CPU has a clock (ns); a task runs on one CPU (tasks beyond the CPU count share
-CPUs round-robin) from its `start` time (a process started within the run; an idle CPU's clock
-jumps to the earliest start) until it exits (`dead`). The loop repeatedly picks the entity with
-the smallest clock -- a CPU with work left, or an awake kswapd -- and runs it: a CPU runs its next task for a quantum (until its clock
-passes the next entity's clock plus `quantum_ns`, or a kswapd wakes), kswapd runs one reclaim
-batch. Time-series samples are taken when the smallest clock crosses a sample boundary. Everything
-is serial and driven by virtual time only, so a run is bit-identical whatever the host does.
+Scheduling. Each CPU has a clock (ns) and a CFS runqueue (sched.py) shared by the tasks placed on
+it and the kswapds placed on it (a kswapd gets a CPU of its own when its node's cpumask has one no
+task uses); a task is runnable from its `start` time (a process started within the run) until it
+exits (`dead`). The loop repeatedly picks the CPU that is next to do something -- its clock when an
+entity is runnable, or when an idle CPU's next entity becomes runnable (a kswapd's wake-up, a
+task's start) -- with a scan over CPUs (O(CPUs + nodes)), and runs its current entity: a task for
+a quantum (until its clock passes the next CPU's clock plus `quantum_ns`, its CFS slice ends, a
+kswapd wakes, or its CPU's runqueue changes), a kswapd for one reclaim batch. The CPU's runqueue
+is re-evaluated (`sched_resched`) only when something changed. Time-series samples are taken when
+the smallest clock crosses a sample boundary. Everything is serial and driven by virtual time only,
+so a run is bit-identical whatever the host does.
 
 Accesses. A chunk holds, per task, a run of (page, op) pairs (CSR layout: offsets[T+1]; the op
 encoding is in ops.py). Every access goes through `access_present()`, written once: for a present
@@ -37,13 +41,15 @@ from .ops import (
 from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
+from .sched import (
+    INF, cpu_ready_at, kswapd_dequeue, sched_account, sched_dequeue_task, sched_init_chunk,
+    sched_need_pick, sched_next_event, sched_resched,
+)
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
     STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
-
-INF = np.int64(1) << np.int64(62)
 
 
 @jit_inline
@@ -148,13 +154,6 @@ def task_ctrl(s, p, task, cpu, op, arg, clock):
 
 
 @jit_inline
-def task_runnable(s, t, task_pos, offsets):
-    """A task can run: it has accesses left in the chunk and has not exited (its start time is
-    the caller's to compare with a clock)."""
-    return task_pos[t] < offsets[t + 1] and s.task[t].dead == 0
-
-
-@jit_inline
 def node_gauges(s, nid, out):
     """The node's gauges in vmstat.NODE_GAUGE_NAMES order, into out[0:NR_NODE_GAUGES]."""
     lru = s.lruvec[nid].lru_size
@@ -206,33 +205,31 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     quantum = np.int64(p[P.QUANTUM_NS])
     syscall_ns = np.int64(p[P.SYSCALL_NS])
     fast_case = p[P.FAST_CASE] != 0
+    sched_init_chunk(s, task_pos, offsets)
     while True:
-        # the entity with the smallest clock, and the runner-up (bounds the quantum)
+        # the CPU that is next to do something (its clock, or when an idle CPU's next entity
+        # becomes runnable: a task's start, a woken kswapd not yet enqueued), and the runner-up
+        # (bounds the quantum): O(CPUs + nodes)
         best = -1
         best_t = INF
         second_t = INF
         for c in range(ncpu):
-            # the CPU's clock, or when it is idle until a task starts, the earliest start
-            ct = INF
-            for t in range(ntasks):
-                if s.task[t].cpu == c and task_runnable(s, t, task_pos, offsets):
-                    ct = min(ct, max(s.cpu[c].clock, s.task[t].start))
-                    if s.task[t].start <= s.cpu[c].clock:
-                        break
-            if ct < INF:
-                if ct < best_t:
-                    second_t = best_t
-                    best_t = ct
-                    best = c
-                elif ct < second_t:
-                    second_t = ct
+            ct = cpu_ready_at(s, c)
+            if ct < best_t:
+                second_t = best_t
+                best_t = ct
+                best = c
+            elif ct < second_t:
+                second_t = ct
         for nid in range(nnodes):
-            if s.pgdat[nid].kswapd_awake:
-                kt = s.pgdat[nid].kswapd_clock
+            g = s.pgdat[nid]
+            if g.kswapd_awake and not g.kswapd_on_rq:
+                c = g.kswapd_cpu
+                kt = max(s.cpu[c].clock, g.kswapd_clock)
                 if kt < best_t:
                     second_t = best_t
                     best_t = kt
-                    best = ncpu + nid
+                    best = c
                 elif kt < second_t:
                     second_t = kt
         if best < 0:
@@ -242,27 +239,36 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 return STATUS_SAMPLES_FULL
             take_sample(s, s.sys[0].next_sample)
             s.sys[0].next_sample += interval
-        if best >= ncpu:
-            kswapd_step(s, p, best - ncpu, scratch)
-            continue
         c = best
-        if s.cpu[c].clock < best_t:
-            s.cpu[c].clock = best_t          # idle until a task started
-        # round-robin among the CPU's runnable tasks
-        t = -1
-        for k in range(ntasks):
-            cand = (s.cpu[c].next_task + k) % ntasks
-            if s.task[cand].cpu == c and task_runnable(s, cand, task_pos, offsets) and s.task[cand].start <= best_t:
-                t = cand
-                break
-        s.cpu[c].next_task = (t + 1) % ntasks
+        clock = max(s.cpu[c].clock, best_t)      # an idle CPU's clock jumps to its next entity
+        s.cpu[c].clock = clock
+        t = s.cpu[c].curr
+        if sched_need_pick(s, c, clock):
+            t = sched_resched(s, p, c, clock, task_pos, offsets)
+            if t < 0:
+                continue
+        if t >= ntasks:
+            # kswapd: one reclaim batch (balance_pgdat step) on its CPU's clock
+            nid = t - ntasks
+            if s.pgdat[nid].kswapd_clock < clock:
+                s.pgdat[nid].kswapd_clock = clock
+            kswapd_step(s, p, nid, scratch)
+            end_t = max(s.pgdat[nid].kswapd_clock, clock)
+            sched_account(s, t, end_t - clock)
+            s.cpu[c].clock = end_t
+            if not s.pgdat[nid].kswapd_awake:
+                kswapd_dequeue(s, nid)
+            continue
         cpumask_set_cpu(s, s.task[t].mm, c)
-        clock = s.cpu[c].clock
         start = clock
         limit = second_t if second_t < INF else s.sys[0].next_sample
         limit = max(limit, start) + quantum
         if s.sys[0].next_sample < limit and s.sys[0].next_sample > start:
             limit = s.sys[0].next_sample
+        if s.cpu[c].nr_running > 1:
+            # check_preempt_tick: the slice ends (the runtime used so far is runtime - slice_start)
+            limit = min(limit, start + s.cpu[c].slice_ns - (s.task[t].runtime - s.cpu[c].slice_start))
+        limit = min(limit, sched_next_event(s, c, start))
         wakeups = s.sys[0].wakeups
         cpu_nid = s.cpu[c].node
         pos = task_pos[t]
@@ -331,9 +337,11 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if clock >= limit or s.sys[0].wakeups != wakeups:
                 break
         task_pos[t] = pos
-        s.task[t].runtime += clock - start
+        sched_account(s, t, clock - start)
         s.task[t].end = clock
         s.cpu[c].clock = clock
+        if pos >= end or s.task[t].dead:
+            sched_dequeue_task(s, t)        # its part of the chunk is done, or it exited
         if clock > s.sys[0].now:
             s.sys[0].now = clock
         if status != STATUS_DONE:

@@ -23,7 +23,7 @@ from .mmzone import tiering_mode
 from .ops import ACCESS_DONE, ACCESS_PROMOTION_CANDIDATE, OP_KIND_MASK, OP_STORE, OP_STREAM, OP_SYSCALL_END, OP_WRITE
 from .pagecache_promotion import promotion_candidate, promotion_candidate_returns_early
 from .params import P
-from .state import F2_CONTIG, F2_MAPPED, PG_DIRTY, PG_ISOLATED
+from .state import F2_CONTIG, F2_MAPPED, F2_PTE_WRITE, PG_DIRTY, PG_ISOLATED
 from .vmstat import Vm
 
 
@@ -38,7 +38,8 @@ def filemap_miss_ns(s, p, head, nid, nr, cpu_nid, op):
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
         cost += p[P.FAULT_NS]
-        s.pages.flags2[head] |= F2_MAPPED
+        # do_read_fault: read-only; do_shared_fault: writable (and the store dirties it)
+        s.pages.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if (op & OP_KIND_MASK) == OP_STORE else np.uint8(0))
     return cost
 
 

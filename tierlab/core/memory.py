@@ -9,9 +9,36 @@
   (PG_young here) and a store the dirty bit, and the cache line is charged.
 - do_numa_page(): the hint fault, counting it and asking NUMA balancing (numa_balancing.py
   numa_migrate_check, should_numa_migrate_memory) whether to migrate the folio (migrate.py).
+- do_wp_page(): a store to a present read-only PTE (the write-protect fault).
 
-Simplifications: a folio's PTEs are one bit set per folio (PG_young, PG_protnone on the head); the
-zero page is not a folio (it never enters an LRU); faults never fail except on OOM.
+PTE state, per folio (its head; a folio is mapped once, by the mm of its region): present (F2_MAPPED with
+F2_PRESENT; F2_MAPPED alone is the shared zero page), writable (F2_PTE_WRITE), dirty (PG_DIRTY),
+young (PG_YOUNG), PROT_NONE (PG_PROTNONE). As v6.7 sets them (mm/memory.c, mm/mprotect.c,
+mm/migrate.c); anon VMAs are private and writable, mmap'd files shared and writable:
+- do_anonymous_page(): a read fault maps the zero page read-only and clean; a write fault maps a
+  new folio writable and dirty. A store to the zero page is a write-protect fault that copies it
+  (wp_page_copy: a new zeroed folio, writable and dirty; one more pgfault).
+- do_swap_page(): writable and dirty on a write fault (the page is exclusive), read-only and clean
+  on a read fault (6.11 also maps an exclusive page writable on a read fault; not modelled).
+- a file page through mmap (do_read_fault / do_shared_fault): read-only and clean on a read fault,
+  writable and dirty on a write fault (page_mkwrite dirties the folio).
+- do_wp_page() on a folio mapped once: an exclusive anon folio is reused (wp_page_reuse) and a
+  shared file folio made writable (wp_page_shared, page_mkwrite): writable and dirty, one pgfault.
+- change_prot_numa() (numa_balancing.py): PROT_NONE drops the write bit (pte_modify with PAGE_NONE,
+  6.2+: no saved-write bit), keeps dirty and young.
+- do_numa_page(): when the folio stays, the PTE is restored present and young and made writable
+  if can_change_pte_writable() allows it -- always for an exclusive anon folio, for a shared file
+  folio only when the PTE is dirty. When the folio migrates, the new PTE is rebuilt from the
+  migration entry of the PROT_NONE PTE (remove_migration_pte): present, read-only, dirty and young
+  as they were; the access that retries then takes a write-protect fault if it is a store.
+- migration (migrate.py move_isolated_folio, remove_migration_pte of 6.2+): writable, dirty and
+  young carried over, PROT_NONE not (the new PTE comes from the VMA's protection).
+- reclaim unmaps (try_to_unmap): no PTE.
+
+Simplifications: a folio's PTEs are one state per folio (on the head); PTE dirty and folio dirty
+are one bit (PG_DIRTY), so a mapped file folio dirtied through write() reads as a dirty PTE, and
+folio_mkclean() (write-back cleaning the PTEs) does not happen; the zero page is not a folio (it
+never enters an LRU); faults never fail except on OOM.
 """
 from __future__ import annotations
 
@@ -26,11 +53,14 @@ from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
 from .mm import map_file_folio, vma_covers
 from .mmzone import take_pages
 from .numa_balancing import numa_migrate_check
-from .ops import ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, OP_KIND_MASK, OP_LOAD, OP_PAGE, OP_STORE
+from .ops import (
+    ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
+    OP_PAGE, OP_STORE,
+)
 from .page_alloc import alloc_folio
 from .params import P
 from .state import (
-    F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, MPOL_BIND, F2_SHADOW, F2_SWAPPED, ORDER_MASK, PG_DIRTY,
+    F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SHADOW, F2_SWAPPED, ORDER_MASK, PG_DIRTY,
     PG_PROTNONE, PG_WORKINGSET, PG_YOUNG, REGION_ANON, STAMP_NONE, folio_nr_pages, region_of,
 )
 from .vmstat import Vm
@@ -124,7 +154,8 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
             s.counters[nid, Vm.PSWPIN] += nr_swapped
             cost += p[P.SWAP_IN_4K_NS] * nr_swapped
         cost += p[P.ZERO_PAGE_NS] * (nr - nr_swapped)
-        pg.flags2[head] |= F2_MAPPED
+        # writable on a write fault (a new folio, a copy of the zero page, an exclusive swap-in)
+        pg.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
     else:
         # __filemap_add_folio under the mapping's xa_lock, then folio_add_lru, then the read
         wait = i_pages_lock(s, p, head, t)
@@ -150,50 +181,94 @@ def mpol_allows_node(s, head, nid):
     return False
 
 
+@jit_inline
+def numa_restore_pte(s, head):
+    """do_numa_page()'s out_map: the PTE present and young again, writable when
+    can_change_pte_writable() allows it (an exclusive anon folio; a shared file folio whose PTE is
+    dirty)."""
+    f = s.pages.flags[head]
+    s.pages.flags[head] = (f & ~PG_PROTNONE) | PG_YOUNG
+    if (s.pages.flags2[head] & F2_ANON) or (f & PG_DIRTY):
+        s.pages.flags2[head] |= F2_PTE_WRITE
+
+
 @jit
 def do_numa_page(s, p, head, cpu_nid, now):
-    """A hint fault on a PROT_NONE folio: restore the PTE, count it, and in tiering mode promote a
-    slow-tier folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio).
-    No TLB shootdown is charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
-    s.pages.flags[head] = (s.pages.flags[head] & ~PG_PROTNONE) | PG_YOUNG
+    """A hint fault on a PROT_NONE folio: count it, in tiering mode promote a slow-tier folio the
+    decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new PTE is
+    read-only, see the module docstring), else restore the PTE. No TLB shootdown is charged: the
+    old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     nr = folio_nr_pages(s, head)
     cost = p[P.FAULT_NS] + p[P.NUMA_MIGRATE_CHECK_NS]
     dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid))
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
+        numa_restore_pte(s, head)
         return cost
     ok, c = migrate_misplaced_folio(s, p, head, dst, nr, now)
+    if not ok:
+        numa_restore_pte(s, head)
     return cost + c
+
+
+@jit_inline
+def do_wp_page(s, p, hu, cpu_nid):
+    """A store to a present read-only PTE of a folio mapped once: wp_page_reuse() for the exclusive
+    anon folio, wp_page_shared() (page_mkwrite) for a shared file folio -- the PTE becomes writable
+    (the store then dirties it). Counts the fault; returns its cost."""
+    s.pages.flags2[hu] |= F2_PTE_WRITE
+    s.counters[cpu_nid, Vm.PGFAULT] += 1
+    return p[P.FAULT_NS]
+
+
+@jit_inline
+def pte_write(s, head):
+    """The folio's PTE is present and writable."""
+    return (s.pages.flags2[head] & (F2_MAPPED | F2_PTE_WRITE)) == (F2_MAPPED | F2_PTE_WRITE)
+
+
+@jit_inline
+def pte_ro_clean(s, head):
+    """The folio is mapped by a present, read-only, clean PTE (not PROT_NONE): what MIGRC needs to
+    defer a migration's TLB flush."""
+    f2 = s.pages.flags2[head]
+    return ((f2 & (F2_PRESENT | F2_MAPPED)) == (F2_PRESENT | F2_MAPPED) and not (f2 & F2_PTE_WRITE)
+            and not (s.pages.flags[head] & (PG_DIRTY | PG_PROTNONE)))
 
 
 @jit_inline
 def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
     """A load or store through a present folio's PTE (the access path's LOAD/STORE case). A first
-    touch installs the PTE (a minor fault, mm.map_file_folio: SIGSEGV outside the mm's VMAs); a
-    PROT_NONE PTE takes a hint fault -- in the fast case (`fast`) both return (ACCESS_NOT_MAPPED,
-    ACCESS_HINT_FAULT) before any side effect, for the general case to take. Returns (cost,
-    ACCESS_*)."""
+    touch installs the PTE (a minor fault, mm.map_file_folio: SIGSEGV outside the mm's VMAs;
+    writable for a store, read-only for a load); a PROT_NONE PTE takes a hint fault and a store to
+    a read-only PTE a write-protect fault -- in the fast case (`fast`) those return
+    (ACCESS_NOT_MAPPED, ACCESS_HINT_FAULT, ACCESS_WP_FAULT) before any side effect, for the general
+    case to take. Returns (cost, ACCESS_*)."""
     pg = s.pages
     f = pg.flags[hu]
     if f & PG_PROTNONE:
         if fast:
             return cost, ACCESS_HINT_FAULT
     f2 = pg.flags2[hu]
+    kind = op & OP_KIND_MASK
     if not (f2 & F2_MAPPED):
         # a PROT_NONE PTE is always mapped, so this never runs before a hint fault
         if fast:
             return cost, ACCESS_NOT_MAPPED
         if not map_file_folio(s, task, head, nr):
             return cost, ACCESS_SEGV
-        pg.flags2[hu] = f2 | F2_MAPPED
+        pg.flags2[hu] = f2 | F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]
+    elif kind == OP_STORE and not (f2 & F2_PTE_WRITE) and fast:
+        return cost, ACCESS_WP_FAULT
     nid = np.uint64(pg.node[hu])
     if f & PG_PROTNONE:
         cost += do_numa_page(s, p, head, cpu_nid, now)
         nid = np.uint64(pg.node[hu])
         f = pg.flags[hu]
+    if kind == OP_STORE and not (pg.flags2[hu] & F2_PTE_WRITE):
+        cost += do_wp_page(s, p, hu, cpu_nid)
     f |= PG_YOUNG
-    kind = op & OP_KIND_MASK
     if kind == OP_STORE:
         pg.flags[hu] = f | PG_DIRTY
         cost += line_store_ns(s, p, nid, now)

@@ -5,7 +5,8 @@ demotion from reclaim (MR_DEMOTION, alloc_demote_folio) and promotion (MR_NUMA_M
 alloc_misplaced_dst_folio, migrate_misplaced_folio_batch of the page-cache RFC). A batch costs one
 migrate_pages() set-up and TLB shootdown plus, per folio, the fixed migration work and the copy
 (cost.py). The destination folio inherits the source's flags (folio_migrate_flags) and goes to the
-head of the destination node's LRU list.
+head of the destination node's LRU list; its PTE is rebuilt as remove_migration_pte() does (memory.py
+describes the PTE state).
 
 The NUMA-balancing side (MR_NUMA_MISPLACED): migrate_balanced_pgdat(),
 migrate_misplaced_folio_prepare() (the destination check that wakes its kswapd, and isolation) and
@@ -23,7 +24,7 @@ from ._jit import jit, jit_inline
 from .cost import migrate_batch_ns, migrate_folio_ns
 from .lru import lruvec_add_folio, lruvec_del_folio
 from .mmzone import take_pages, wakeup_kswapd, zone_watermark_ok
-from .state import PG_ISOLATED, PG_LRU, WMARK_HIGH, WMARK_MIN, folio_nr_pages
+from .state import PG_ISOLATED, PG_LRU, PG_PROTNONE, WMARK_HIGH, WMARK_MIN, folio_nr_pages
 from .vmstat import Vm
 
 
@@ -37,7 +38,10 @@ def move_isolated_folio(s, p, head, dst, now):
     s.pgdat[src].free += nr
     s.counters[src, Vm.PGFREE] += nr
     take_pages(s, dst, head, nr)
-    s.pages.flags[head] &= ~PG_ISOLATED
+    # remove_migration_pte(): the new PTE keeps writable, dirty and young but is built from the
+    # VMA's protection, so a PROT_NONE (hint-fault) PTE comes back accessible -- and read-only,
+    # since change_prot_numa() dropped its write bit (memory.py)
+    s.pages.flags[head] &= ~(PG_ISOLATED | PG_PROTNONE)
     lruvec_add_folio(s, head)
     s.counters[dst, Vm.PGMIGRATE_SUCCESS] += nr
     return cost

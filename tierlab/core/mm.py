@@ -42,7 +42,7 @@ from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
     PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, region_of,
 )
 
@@ -169,7 +169,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
                 if pg.flags[x] & PG_YOUNG:
                     cost += folio_mark_accessed(s, p, x, now + np.int64(cost))[1]
                 pg.flags[x] &= ~(PG_YOUNG | PG_PROTNONE)
-                pg.flags2[x] = f2 & ~F2_MAPPED
+                pg.flags2[x] = f2 & ~(F2_MAPPED | F2_PTE_WRITE)
                 if mm >= 0:
                     s.mm[mm].rss_file -= nr
             x += nr
@@ -187,7 +187,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
             pg.flags2[x] = 0
             pg.stamp[x] = STAMP_NONE
         else:
-            pg.flags2[x] = f2 & ~F2_MAPPED
+            pg.flags2[x] = f2 & ~(F2_MAPPED | F2_PTE_WRITE)
         x += 1
     if gathered > 0 or nr_ptes > 0:
         cost += tlb_flush_mmu_ns(s, p, mm, fullmm)

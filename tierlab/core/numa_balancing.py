@@ -36,7 +36,7 @@ from ._jit import jit, jit_inline
 
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, WMARK_PROMO, region_of,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, WMARK_PROMO, region_of,
 )
 from .vmstat import Vm
 
@@ -226,6 +226,7 @@ def change_prot_numa(s, start, end, stamp, skip_toptier, tiering):
         if tiering and pgdat[nid].tier != 0:
             s.pages.stamp[xu] = stamp
         flags[xu] = f | PG_PROTNONE
+        flags2[xu] = f2 & ~F2_PTE_WRITE        # pte_modify(PAGE_NONE): no write bit (memory.py)
         s.counters[nid, Vm.NUMA_PTE_UPDATES] += 1
         updated += 1
     return updated

@@ -50,3 +50,4 @@ ACCESS_HINT_FAULT = 2          # a PROT_NONE PTE: NUMA hint fault (do_numa_page)
 ACCESS_PROMOTION_CANDIDATE = 3  # folio_mark_accessed's page-cache promotion hook needs promotion_candidate()
 ACCESS_NOT_MAPPED = 4          # a present page-cache folio the task's mm has no PTE for: a minor fault
 ACCESS_SEGV = 5                # (general case) no VMA of the task's mm maps the page: SIGSEGV
+ACCESS_WP_FAULT = 6            # a store to a present, read-only PTE: write-protect fault (do_wp_page)

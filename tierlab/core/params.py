@@ -31,10 +31,16 @@ KNOB_NAMES = (
     "pagecache_promotion_order",      # enum PromoListOrder (pagecache_promotion.py)
     "lru_batch_size",
     "access_time_bits",
+    "sched_latency_ns",
+    "sched_min_granularity_ns",
+    "sched_wakeup_granularity_ns",
+    "sched_tunable_scaling",          # SCHED_TUNABLESCALING_* (sched.py)
 )
-MACHINE_NAMES = ("loaded_latency_c",)   # from the machine file (cost.py's loaded-latency curve)
+# from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
+MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")
 ENGINE_NAMES = (
-    "quantum_ns",            # scheduler quantum: a task runs this much virtual time before the next is picked
+    "quantum_ns",            # how far one CPU's clock may run ahead of the next CPU's before the loop
+                             # switches CPUs (virtual-time interleaving, not a scheduling slice)
     "sample_interval_ns",    # time-series sampling period (simulated time)
     "seed",
     "fast_case",             # 1: accesses try access_present()'s fast case first; 0: every access takes the

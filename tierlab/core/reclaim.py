@@ -8,9 +8,10 @@ workingset shadow left by eviction (mm/workingset.c).
 
 The unit of work is one SWAP_CLUSTER_MAX batch: `reclaim_batch` ages the active lists if their
 inactive list is low (or new refault activations were seen), picks the inactive list to scan, and
-shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its own clock, so
-allocation and reclaim race in virtual time as they do on a real machine; direct reclaim runs
-batches on the allocating task's clock until 32 pages are reclaimed.
+shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its CPU's clock
+(sched.py: a CPU of its own when one is idle, else time-shared with the tasks there, so its reclaim
+time delays them), so allocation and reclaim race in virtual time as they do on a real machine;
+direct reclaim runs batches on the allocating task's clock until 32 pages are reclaimed.
 
 Isolation and putback take the node's lru_lock, and dropping a file folio takes its mapping's
 xa_lock (__remove_mapping): locks.py; waiting for them adds to the reclaimer's time.
@@ -23,7 +24,6 @@ Simplifications, and why:
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - Dirty file folios are written back and reclaimed in the same pass (the kernel tags them
   PG_reclaim and reclaims them after the flusher); the write-back is charged as pgpgout + I/O.
-- kswapd does not compete with tasks for CPUs (an idle CPU is assumed for it).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from .mm import folio_unmapped_rss
 from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
 from .params import P
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
     LRU_INACTIVE_FILE, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG,
     WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
@@ -150,7 +150,7 @@ def reclaim_folio(s, p, nid, x, now):
     if s.pages.flags2[x] & F2_MAPPED:
         folio_unmapped_rss(s, x, nr)       # try_to_unmap(): the mm's RSS drops (anon: a swap entry)
     free_folio(s, x)
-    s.pages.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
+    s.pages.flags2[x] &= ~(F2_PRESENT | F2_MAPPED | F2_PTE_WRITE)
     workingset_eviction(s, x)     # leaves shadows/swap entries; keeps only the workingset bit
     return nr, cost
 

@@ -12,8 +12,8 @@ below.
         node    int8    node the page lives on (or last lived on, when not present)
         flags   uint8   PG_referenced, PG_active, PG_workingset, PG_lru, PG_dirty, young, protnone,
                         isolated
-        flags2  uint8   present, anon, mapped, shadow, swapped, contig, in an lru_add batch; bit 7 is
-                        free (PTE write/dirty state for MIGRC goes here)
+        flags2  uint8   present, anon, mapped, shadow, swapped, contig, in an lru_add batch, PTE
+                        writable (memory.py: the PTE state)
         order   int8    folio order, low nibble (heads and tails alike; folios are naturally aligned,
                         so the head of page p is p & ~(2**order - 1)); high nibble reserved for MGLRU
                         gen/refs
@@ -32,8 +32,8 @@ below.
               (one per region), locks.py
     zonelist  int8[N, N] fallback order by distance, -1 padded
     demote_target int8[N, N] preferred demotion targets, -1 padded
-    cpu       per CPU (CPU_DTYPE): its clock and lru_add batch (per-CPU TLBs go beside it)
-    task      per task (TASK_DTYPE), with the mm it belongs to, its start time and exit state
+    cpu       per CPU (CPU_DTYPE): its clock, CFS runqueue and lru_add batch (per-CPU TLBs go beside it)
+    task      per task (TASK_DTYPE), with the mm it belongs to, its start time, exit state and CFS entity
     mm        per mm (MM_DTYPE): users, RSS counters, the NUMA scanner's cursor and next-scan time,
               hint-fault count, the task policy (set_mempolicy), the cpumask of CPUs that ran it
     sys       the kernel's globals, one record (SYS_DTYPE): time reached, swap in use, sampling
@@ -53,6 +53,7 @@ from typing import NamedTuple
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
 from .resource import calendar_array
+from .sched import KSWAPD_VRUNTIME_BOOT, cpu_task_lists
 
 # flags (folio->flags analogues)
 PG_REFERENCED = np.uint8(1)
@@ -72,6 +73,7 @@ F2_SHADOW = np.uint8(8)      # evicted file page with a workingset shadow entry 
 F2_SWAPPED = np.uint8(16)    # anon page in swap, shadow in `stamp`
 F2_CONTIG = np.uint8(32)     # physically follows page-1 on the same node (allocated right after it)
 F2_BATCHED = np.uint8(64)    # waiting in a per-CPU lru_add batch (not yet PG_lru)
+F2_PTE_WRITE = np.uint8(128)  # the PTE mapping the folio is writable (pte_write); memory.py
 
 ORDER_MASK = np.int8(15)
 
@@ -135,7 +137,13 @@ PGDAT_DTYPE = np.dtype([
     ("nr_cpus", np.int64),
     ("last_alloc", np.int64),        # last page allocated here (physical contiguity, take_pages)
     ("kswapd_awake", np.int64),
-    ("kswapd_clock", np.int64),      # kswapd's own virtual clock, ns
+    ("kswapd_clock", np.int64),      # virtual time from which kswapd is runnable (its wake-up), then the
+                                     # end of its last reclaim batch, ns
+    ("kswapd_cpu", np.int64),        # the CPU kswapd runs on (sched.py)
+    ("kswapd_on_rq", np.int64),      # 1 while kswapd is enqueued on its CPU's runqueue
+    ("kswapd_vruntime", np.int64),   # kswapd's se.vruntime, ns
+    ("kswapd_seq", np.int64),        # its place among equal vruntimes (enqueue order)
+    ("kswapd_runtime", np.int64),    # ns of CPU time kswapd consumed (se.sum_exec_runtime)
     ("kswapd_failures", np.int64),
     ("kswapd_scanned", np.int64),    # pages scanned since kswapd last made progress
     # CONFIG_NUMA_BALANCING promotion state (names as in struct pglist_data)
@@ -170,7 +178,16 @@ LOCK_BINS = 4096
 CPU_DTYPE = np.dtype([
     ("node", np.int64),
     ("clock", np.int64),             # ns
-    ("next_task", np.int64),         # round-robin cursor over the CPU's tasks
+    # the CPU's CFS runqueue (sched.py): struct cfs_rq and rq->curr
+    ("curr", np.int64),              # running entity: a task id, T + nid for a kswapd, -1 idle
+    ("nr_running", np.int64),        # entities enqueued (curr included)
+    ("min_vruntime", np.int64),
+    ("seq", np.int64),               # enqueue counter: equal vruntimes run in enqueue order
+    ("slice_start", np.int64),       # curr's runtime when it was picked (prev_sum_exec_runtime)
+    ("slice_ns", np.int64),          # curr's ideal runtime, sched_slice()
+    ("next_start", np.int64),        # earliest start of this CPU's tasks waiting to become runnable
+    ("need_resched", np.int64),      # 1: re-evaluate the runqueue before running curr again
+    ("first_task", np.int64),        # the CPU's tasks as a list (task.next_on_cpu), -1 terminated
     ("lru_batch_len", np.int64),
     ("lru_batch", np.int64, (LRU_BATCH_MAX,)),   # the per-CPU lru_add folio batch
 ], align=True)
@@ -186,6 +203,10 @@ TASK_DTYPE = np.dtype([
     ("numa_scan_stamp", np.int64),   # curr->node_stamp: runtime ns the scan period counts from
     ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); scan_delay until the first tick
     ("nr_marks", np.int64),
+    ("vruntime", np.int64),          # se.vruntime, ns (sched.py)
+    ("on_rq", np.int64),             # 1 while enqueued on its CPU's runqueue
+    ("rq_seq", np.int64),            # its place among equal vruntimes (enqueue order)
+    ("next_on_cpu", np.int64),       # the next task on the same CPU (cpu.first_task), -1 at the end
     ("start", np.int64),             # ns: not runnable before this virtual time (a process started within the run)
     ("dead", np.int64),              # 1 once the task has exited (do_exit)
 ], align=True)
@@ -207,7 +228,7 @@ MM_DTYPE = np.dtype([
 
 SYS_DTYPE = np.dtype([
     ("now", np.int64),               # latest virtual time reached by any CPU
-    ("wakeups", np.int64),           # kswapd wake-ups so far (a running quantum yields to a woken kswapd)
+    ("wakeups", np.int64),           # kswapd wake-ups so far (a running quantum stops at a wake-up)
     ("nr_swap_used", np.int64),      # swap entries in use (total swap minus nr_swap_pages)
     ("nr_samples", np.int64),        # rows filled in `samples`
     ("next_sample", np.int64),       # virtual time of the next sample row
@@ -268,7 +289,7 @@ def page_state_bytes(nr_pages: int) -> int:
 
 
 def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_order, managed, wmark,
-             tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, nr_marks,
+             tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, kswapd_cpu, nr_marks,
              nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ns, seed,
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
              task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_policy=None) -> SimState:
@@ -278,11 +299,13 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     order, the mm mapping it (NO_MM: unmapped or a read()-only file), pages mapped from its start,
     the policy's flags, whether the policy is the VMA's own);
     managed/wmark/tier/node_cpus: per node; zonelists/demotion_targets: per node, lists of nodes;
-    mem: per node dicts of MEM_DTYPE's unloaded figures; cpu_nodes: the node of each CPU that runs
-    tasks; task_cpu / task_mm / task_start / task_node_stamp: per task its CPU, mm, start time (ns)
-    and initial node_stamp (init_numa_balancing's stagger of a process's later threads); mm_start /
-    mm_policy: per mm its start time and task policy (mode, flags, nodemask). Without the optional
-    arguments: one mm that maps every region, all tasks in it from time 0 (the old layout)."""
+    mem: per node dicts of MEM_DTYPE's unloaded figures; cpu_nodes: the node of each simulated CPU
+    (those that run tasks, then those only a kswapd runs on: sched.place_kswapds); task_cpu /
+    task_mm / task_start / task_node_stamp: per task its CPU, mm, start time (ns) and initial
+    node_stamp (init_numa_balancing's stagger of a process's later threads); kswapd_cpu: the CPU
+    of each node's kswapd; mm_start / mm_policy: per mm its start time and task policy (mode,
+    flags, nodemask). Without the optional arguments: one mm that maps every region, all tasks in
+    it from time 0 (the old layout)."""
     R = len(region_pages)
     N = len(managed)
     C = len(cpu_nodes)
@@ -317,6 +340,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     pgdat["tier"] = tier
     pgdat["nr_cpus"] = node_cpus
     pgdat["last_alloc"] = NO_PAGE
+    pgdat["kswapd_cpu"] = kswapd_cpu
+    pgdat["kswapd_vruntime"] = KSWAPD_VRUNTIME_BOOT
     memarr = np.zeros(N, MEM_DTYPE)
     for k in ("seq_ns", "line_ns", "write_ns", "bw_bytes_ns"):
         memarr[k] = [m[k] for m in mem]
@@ -330,12 +355,14 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
         dt[i, :len(tg)] = tg
     cpu = np.zeros(C, CPU_DTYPE)
     cpu["node"] = cpu_nodes
+    cpu["curr"] = -1
     task = np.zeros(T, TASK_DTYPE)
     task["cpu"] = task_cpu
     task["mm"] = 0 if task_mm is None else task_mm
     task["start"] = 0 if task_start is None else task_start
     task["numa_scan_stamp"] = 0 if task_node_stamp is None else task_node_stamp
     task["numa_scan_period"] = scan_delay_ns     # init_numa_balancing: p->numa_scan_period = scan_delay
+    cpu["first_task"], task["next_on_cpu"] = cpu_task_lists(task_cpu, C)
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
     M = 1 if mm_start is None else len(mm_start)
