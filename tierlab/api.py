@@ -29,9 +29,10 @@ from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
 from .kernel import KNOBS, Kernel
 from .machine import Machine
-from .workloads.base import Workload
+from .workloads.base import Progress, Workload
 
 SAMPLE_BLOCK = 4096
+DISKSTATS = ("rd_ios", "rd_sectors", "rd_ticks_ns", "wr_ios", "wr_sectors", "wr_ticks_ns")
 
 if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab.kernel describes
     raise ImportError(f"tierlab.kernel.KNOBS and core.params.KNOB_NAMES differ: {sorted(set(KNOBS) ^ set(KNOB_NAMES))}")
@@ -49,6 +50,9 @@ class Result:
     marks_s: pd.DataFrame
     sim_time_s: float
     config: dict = field(default_factory=dict)
+    clat_hist: np.ndarray | None = None   # int64[task, read/write, bucket]: read()/write() completion
+                                          # latencies in fio's buckets (core/fileio.py)
+    devices: pd.DataFrame | None = None   # per block device: /proc/diskstats fields
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +61,7 @@ class Result:
             "sim_time_s": self.sim_time_s,
             "task_times_s": [float(x) for x in self.task_times_s],
             "marks_s": self.marks_s.to_dict(orient="list"),
+            "devices": [] if self.devices is None else self.devices.to_dict(orient="records"),
             "config": self.config,
         }
 
@@ -123,6 +128,9 @@ class Simulation:
             region_policy=[st.MPOL_CODES[r.policy] for r in self._regions],
             region_nodes=[r.nodes for r in self._regions],
             region_order=[r.order for r in self._regions],
+            region_advice=[st.FADV_CODES[r.advice] for r in self._regions],
+            devices=[d.engine_figures() for d in m.devices],
+            task_iodepth=w.task_iodepth(),
             managed=managed,
             wmark=setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", total_pages)),
                                    int(self.kernel.watermark_scale_factor)),
@@ -183,10 +191,20 @@ class Simulation:
 
     # ---- running ---------------------------------------------------------------------------
     def run(self, chunks=None, progress=None) -> "Simulation":
-        """Run the workload's chunks (or the given iterable of Chunk)."""
+        """Run the workload's chunks (or the given iterable of Chunk). A generator of chunks gets a
+        Progress (workloads.base) sent in after each of its chunks has run."""
         if chunks is None:
             chunks = self.workload.chunks(self.seed)
-        for ch in chunks:
+        it = iter(chunks)
+        send = getattr(it, "send", None)
+        fed = None
+        while True:
+            try:
+                ch = next(it) if fed is None or send is None else send(fed)
+            except StopIteration:
+                break
+            if ch.runtime_ns is not None:
+                self._start_timed_phase(int(ch.runtime_ns))
             pos = ch.offsets[:-1].copy()
             while True:
                 status = run(self.state, self.p, ch.offsets, ch.pages, ch.ops, pos, self._scratch, self._cands)
@@ -204,8 +222,20 @@ class Simulation:
                 break
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
+            task = self.state.task
+            fed = Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"])
         self._drain_samples()
         return self
+
+    def _start_timed_phase(self, runtime_ns: int) -> None:
+        """Every task starts the next chunk at the latest CPU clock (an earlier CPU idles until
+        then) and stops issuing accesses runtime_ns later (Chunk.runtime_ns)."""
+        s = self.state
+        t0 = int(max(s.cpu["clock"].max(), s.task["end"].max()))
+        s.cpu["clock"] = t0
+        s.task["stop_at"] = t0 + runtime_ns
+        s.task["call_clock"] = t0
+        s.sys[0]["now"] = max(int(s.sys[0]["now"]), t0)
 
     def _oom_message(self) -> str:
         s = self.state
@@ -259,9 +289,12 @@ class Simulation:
         task_times.index.name = "task"
         mk = [(t, i, s.marks[t, i] / 1e9) for t in range(s.marks.shape[0]) for i in range(int(s.task[t]["nr_marks"]))]
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
+        devs = pd.DataFrame({"name": [d.name for d in m.devices],
+                             **{k: s.blkdev[k].astype(np.int64) for k in DISKSTATS}})
+        devs.index.name = "device"
         return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                       task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config())
+                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), devices=devs)
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`

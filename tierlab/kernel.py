@@ -96,6 +96,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "per-CPU lru_add batch size (15 before 6.8, 31 after)"),
     Knob("access_time_bits", 21, "bits", 12, 32, "LAST_CPUPID_SHIFT",
          "width of the folio access-time field used for hint-fault latency (21 with NR_CPUS=8192)"),
+    Knob("read_ahead_kb", 128, "KiB", 0, 2**20, "/sys/block/<dev>/queue/read_ahead_kb",
+         "maximum readahead window of the device files live on (VM_READAHEAD_PAGES = 128 KiB; 0 = off)"),
 )}
 
 

@@ -24,10 +24,14 @@ import numpy as np
 from ._jit import jit, jit_entry, jit_inline
 
 from .cost import line_load_ns
+from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
 from .numa_balancing import task_tick_numa
-from .ops import ACCESS_DONE, ACCESS_NOT_PRESENT, OP_KIND_MASK, OP_MARK, OP_READ, OP_SYSCALL_END
+from .ops import (
+    ACCESS_DONE, ACCESS_NOT_PRESENT, OP_KIND_MASK, OP_MARK, OP_READ, OP_SYSCALL_END,
+)
+from .readahead import call_pages_left, page_cache_async_ra, page_present
 from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
@@ -38,6 +42,7 @@ from .state import (
 from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 INF = np.int64(1) << np.int64(62)
+RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
 
 
 @jit_inline
@@ -86,7 +91,6 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
     promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
     access (after_access)."""
-    syscall_ns = np.int64(p[P.SYSCALL_NS])
     pending = False
     while pos < end and clock < limit and clock < scan_at:
         op = ops[np.uint64(pos)]
@@ -98,7 +102,7 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
         pos += 1
         clock += np.int64(cost)
         if op & OP_SYSCALL_END:
-            clock += syscall_ns
+            clock = syscall_end(s, p, task, op, clock)
             if s.task[task].promo_count > 0:
                 pending = True
                 break
@@ -176,7 +180,6 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     interval = np.int64(p[P.SAMPLE_INTERVAL_NS])
     numa_on = p[P.NUMA_BALANCING] != 0
     quantum = np.int64(p[P.QUANTUM_NS])
-    syscall_ns = np.int64(p[P.SYSCALL_NS])
     fast_case = p[P.FAST_CASE] != 0
     while True:
         # the entity with the smallest clock, and the runner-up (bounds the quantum)
@@ -231,10 +234,16 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         limit = max(limit, start) + quantum
         if s.sys[0].next_sample < limit and s.sys[0].next_sample > start:
             limit = s.sys[0].next_sample
+        if s.task[t].stop_at < limit:
+            limit = max(s.task[t].stop_at, start)
+        if s.task[t].call_start and s.task[t].call_clock < start:
+            s.task[t].call_clock = start        # a call starts when its task runs again
         wakeups = s.sys[0].wakeups
         cpu_nid = s.cpu[c].node
         pos = task_pos[t]
         end = offsets[t + 1]
+        if start >= s.task[t].stop_at:
+            pos = end                           # the task's runtime is over: the rest is not issued
         status = STATUS_DONE
         scan_at = scan_tick_at(s, t, start) if numa_on else INF
         skip = 0           # accesses to take here before trying fast_run again
@@ -265,7 +274,17 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # side, not nested in one more inlined function: numba copies an inlined callee block
             # by block with all its variables, and the extra level cost ~4 s of compile
             page = pages[np.uint64(pos)]
-            cost, ok, done = access_fault(s, p, t, c, page, op, clock, scratch, cands)
+            ra = 0.0
+            if (op & OP_KIND_MASK) == OP_READ:
+                present = page_present(s, page)
+                if page == s.task[t].ra_mark or not present:
+                    s.task[t].ra_req = call_pages_left(ops, pos, end, RA_REQ_MAX)   # readahead's req_count
+                if page == s.task[t].ra_mark and present:
+                    # the folio the task's readahead marked: the next window is submitted before the
+                    # read waits for this one (filemap_get_pages -> page_cache_async_ra)
+                    ra = page_cache_async_ra(s, p, t, c, page, s.task[t].ra_req, clock, scratch, cands)
+            cost, ok, done = access_fault(s, p, t, c, page, op, clock + np.int64(ra), scratch, cands)
+            cost += ra
             if not done:
                 cost, _ = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
             pos += 1
@@ -275,7 +294,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 break
             pending = False
             if op & OP_SYSCALL_END:
-                clock += syscall_ns
+                clock = syscall_end(s, p, t, op, clock)
                 pending = s.task[t].promo_count > 0
             clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, pending)
             if op & OP_MARK:
@@ -284,6 +303,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # the general case can wake kswapd (allocation, reclaim, a promotion's target check)
             if clock >= limit or s.sys[0].wakeups != wakeups:
                 break
+        if clock >= s.task[t].stop_at:
+            pos = end                           # the task's runtime is over: the rest is not issued
         task_pos[t] = pos
         s.task[t].runtime += clock - start
         s.task[t].end = clock

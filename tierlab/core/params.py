@@ -31,6 +31,7 @@ KNOB_NAMES = (
     "pagecache_promotion_order",      # enum PromoListOrder (pagecache_promotion.py)
     "lru_batch_size",
     "access_time_bits",
+    "read_ahead_kb",
 )
 MACHINE_NAMES = ("loaded_latency_c",)   # from the machine file (cost.py's loaded-latency curve)
 ENGINE_NAMES = (

@@ -19,7 +19,8 @@ Simplifications, and why:
 - get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - Dirty file folios are written back and reclaimed in the same pass (the kernel tags them
-  PG_reclaim and reclaims them after the flusher); the write-back is charged as pgpgout + I/O.
+  PG_reclaim and reclaims them after the flusher); the write-back is pgpgout and a write request on
+  the block device (blkdev.py), which takes device capacity from readers but no reclaim time.
 - kswapd does not compete with tasks for CPUs (an idle CPU is assumed for it).
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .lru import (
     can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, node_lru_pages,
     workingset_eviction,
 )
+from .blkdev import FILE_DEV, blk_submit
 from .migrate import batch_cost, move_isolated_folio
 from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
 from .params import P
@@ -115,9 +117,11 @@ def folio_check_references(s, x):
 
 
 @jit
-def reclaim_folio(s, p, nid, x):
-    """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry.
-    Returns (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
+def reclaim_folio(s, p, nid, x, now):
+    """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry (a
+    dirty one written to the block device first: pageout(), asynchronous, so only the device's
+    capacity is used, not reclaim's time). Returns (pages reclaimed, cost); 0 pages means the folio
+    must be kept (no swap space)."""
     nr = folio_nr_pages(s, x)
     cost = p[P.RECLAIM_FREE_NS]
     if s.pages.flags2[x] & F2_ANON:
@@ -129,7 +133,7 @@ def reclaim_folio(s, p, nid, x):
         cost += p[P.SWAP_OUT_4K_NS] * nr
     elif s.pages.flags[x] & PG_DIRTY:
         s.counters[nid, Vm.PGPGOUT] += nr * 4
-        cost += p[P.IO_SEQ_4K_NS] * nr
+        blk_submit(s, FILE_DEV, now, nr, True)
     free_folio(s, x)
     s.pages.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
     workingset_eviction(s, x)     # leaves shadows/swap entries; keeps only the workingset bit
@@ -206,7 +210,7 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
                 reclaimed += got
                 nr_demote_folios += 1
                 continue
-        got, c = reclaim_folio(s, p, nid, x)
+        got, c = reclaim_folio(s, p, nid, x, now + np.int64(cost))
         cost += c
         if got == 0:
             # anon without swap space: add_to_swap() fails and the folio is activated

@@ -30,6 +30,8 @@ below.
     cpu       per CPU (CPU_DTYPE): its clock and lru_add batch (per-CPU TLBs go beside it)
     task      per task (TASK_DTYPE), with the mm it belongs to
     mm        per mm (MM_DTYPE): the NUMA scanner's cursor and next-scan time
+    blkdev    per block device (BLKDEV_DTYPE): its figures and /proc/diskstats; files live on device 0
+    devcal    the devices' capacity calendars (resource.py), NR_DEV_CALS per device (blkdev.py)
     sys       the kernel's globals, one record (SYS_DTYPE): time reached, swap in use, sampling
     marks     int64[T, M] task clock at MARK ops
     counters  int64[N, NR_VMSTAT_ITEMS] vmstat events per node (vmstat.py)
@@ -105,6 +107,16 @@ STATUS_SAMPLES_FULL = 1
 STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
 
+IODEPTH_MAX = 256       # calls in flight per task (fio iodepth) the asynchronous engine supports
+NR_CLAT_BUCKETS = 29 * 64   # fio's FIO_IO_U_PLAT_GROUP_NR x FIO_IO_U_PLAT_VAL (fileio.py)
+NO_STOP = np.int64(1) << np.int64(62)   # task.stop_at when the task runs until its stream ends
+
+# file access advice (posix_fadvise / madvise) per region: FMODE_RANDOM, VM_SEQ_READ (readahead.py)
+FADV_NORMAL = 0
+FADV_RANDOM = 1
+FADV_SEQUENTIAL = 2
+FADV_CODES = {"normal": FADV_NORMAL, "random": FADV_RANDOM, "sequential": FADV_SEQUENTIAL}
+
 PAGE_STATE_BYTES = 16   # node, flags, flags2, order (1 each), prev, next, stamp (4 each)
 
 PGDAT_DTYPE = np.dtype([
@@ -163,11 +175,51 @@ TASK_DTYPE = np.dtype([
     ("numa_scan_stamp", np.int64),   # runtime ns of the next scan tick (curr->node_stamp)
     ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); 0 until the first tick
     ("nr_marks", np.int64),
+    # file_ra_state of the task's open file (readahead.py): the last window, the one before it (their
+    # reads may still be in flight), and prev_pos
+    ("ra_file", np.int64),           # region the state belongs to (-1: none yet; reset on another file)
+    ("ra_start", np.int64),          # ra->start, a page id
+    ("ra_size", np.int64),           # ra->size, pages
+    ("ra_async_size", np.int64),     # ra->async_size, pages
+    ("ra_mark", np.int64),           # the page marked PG_readahead (start + size - async_size), -1: none
+    ("ra_done", np.int64),           # completion time of the window's reads, ns
+    ("ra_prev_start", np.int64),     # the window before [ra_prev_start, ra_prev_end) and its completion
+    ("ra_prev_end", np.int64),
+    ("ra_prev_done", np.int64),
+    ("prev_pos", np.int64),          # ra->prev_pos >> PAGE_SHIFT: the page after the previous read() (-1)
+    ("ra_req", np.int64),            # pages left in the current read() (set by the run loop at a miss)
+    # the I/O engine of the task's read()/write() calls (fileio.py)
+    ("iodepth", np.int64),           # 0: synchronous (pread: waits for its I/O); n: up to n calls in flight
+    ("nr_inflight", np.int64),
+    ("inflight", np.int64, (IODEPTH_MAX,)),   # completion times of the calls in flight
+    ("call_clock", np.int64),        # clock at which the current call started
+    ("call_ready", np.int64),        # completion of the current call's reads (asynchronous engine)
+    ("stop_at", np.int64),           # clock at which the task stops issuing accesses (fio runtime)
+    ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
 ], align=True)
 
 MM_DTYPE = np.dtype([
     ("numa_next_scan", np.int64),    # mm->numa_next_scan, ns
     ("numa_scan_offset", np.int64),  # mm->numa_scan_offset, a page id
+], align=True)
+
+BLKDEV_DTYPE = np.dtype([
+    # the device's figures (machine file; blkdev.py)
+    ("read_lat_ns", np.float64),     # unloaded latency of a 4 KiB read
+    ("write_lat_ns", np.float64),
+    ("read_bw", np.float64),         # peak read bandwidth, bytes per ns
+    ("write_bw", np.float64),
+    ("read_iops", np.float64),       # peak 4 KiB random reads per ns
+    ("write_iops", np.float64),
+    ("queue_depth", np.int64),       # requests the device serves at once
+    ("max_sectors_pages", np.int64), # queue/max_sectors_kb in pages: a bio is split into requests of at most this
+    # /proc/diskstats
+    ("rd_ios", np.int64),
+    ("rd_sectors", np.int64),
+    ("rd_ticks_ns", np.int64),       # sum of the reads' service times (submission to completion)
+    ("wr_ios", np.int64),
+    ("wr_sectors", np.int64),
+    ("wr_ticks_ns", np.int64),
 ], align=True)
 
 SYS_DTYPE = np.dtype([
@@ -196,6 +248,7 @@ class Regions(NamedTuple):
     policy: np.ndarray    # int8[R]
     nodes: np.ndarray     # int8[R, N] allowed nodes in policy order, -1 padded
     order: np.ndarray     # int8[R] folio order used when faulting pages of the region
+    advice: np.ndarray    # int8[R] FADV_*: the file's access advice (readahead.py)
 
 
 class SimState(NamedTuple):
@@ -209,6 +262,8 @@ class SimState(NamedTuple):
     cpu: np.ndarray
     task: np.ndarray
     mm: np.ndarray
+    blkdev: np.ndarray
+    devcal: np.ndarray
     sys: np.ndarray
     marks: np.ndarray
     counters: np.ndarray
@@ -226,13 +281,16 @@ def page_state_bytes(nr_pages: int) -> int:
 
 def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_order, managed, wmark,
              tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, nr_marks,
-             nr_counters, sample_cols, sample_rows, first_sample_ns, first_scan_ns, seed) -> SimState:
+             nr_counters, sample_cols, sample_rows, first_sample_ns, first_scan_ns, seed,
+             region_advice=None, devices=(), task_iodepth=None, dev_bin_ns=1 << 16) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
     region_*: per region (pages, REGION_* kind, MPOL_* policy, allowed nodes, folio order);
     managed/wmark/tier/node_cpus: per node; zonelists/demotion_targets: per node, lists of nodes;
     mem: per node dicts of MEM_DTYPE's unloaded figures; cpu_nodes: the node of each CPU that runs
-    tasks; task_cpu: the CPU of each task. All tasks share mm 0."""
+    tasks; task_cpu: the CPU of each task; task_iodepth: each task's I/O engine (0 synchronous).
+    region_advice: per region FADV_*; devices: per block device a dict of BLKDEV_DTYPE's figures,
+    with capacity calendars of `dev_bin_ns` bins (blkdev.py). All tasks share mm 0."""
     R = len(region_pages)
     N = len(managed)
     C = len(cpu_nodes)
@@ -250,7 +308,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
         nodes[i, :len(ns)] = ns
     regions = Regions(start=start, kind=np.asarray(region_kind, np.int8),
                       policy=np.asarray(region_policy, np.int8), nodes=nodes,
-                      order=np.asarray(region_order, np.int8))
+                      order=np.asarray(region_order, np.int8),
+                      advice=np.asarray(region_advice if region_advice is not None else [FADV_NORMAL] * R, np.int8))
     pgdat = np.zeros(N, PGDAT_DTYPE)
     pgdat["managed"] = managed
     pgdat["free"] = managed
@@ -274,6 +333,14 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     task["cpu"] = task_cpu
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
+    task["ra_file"] = -1
+    task["ra_mark"] = -1
+    task["prev_pos"] = -1
+    task["stop_at"] = NO_STOP
+    if task_iodepth is not None:
+        task["iodepth"] = task_iodepth
+    from .blkdev import blkdev_array
+    blkdev, devcal = blkdev_array(devices, dev_bin_ns)
     mm = np.zeros(1, MM_DTYPE)
     mm["numa_next_scan"] = first_scan_ns
     sysrec = np.zeros(1, SYS_DTYPE)
@@ -284,7 +351,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     rec = lambda a: a.view(np.recarray)  # noqa: E731
     return SimState(pages=pages, regions=regions, pgdat=rec(pgdat), lruvec=rec(np.zeros(N, LRUVEC_DTYPE)),
                     mem=rec(memarr), zonelist=zl, demote_target=dt, cpu=rec(cpu), task=rec(task), mm=rec(mm),
-                    sys=rec(sysrec),
+                    blkdev=rec(blkdev), devcal=devcal, sys=rec(sysrec),
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
                     samples=np.zeros((sample_rows, sample_cols), np.int64))

@@ -18,6 +18,7 @@ from ..units import PAGE_SIZE, parse_int, parse_number, parse_scale, parse_size
 CHUNK_ACCESSES = 1 << 22   # accesses per chunk: ~40 MB of arrays, amortises the call into numba
 
 POLICIES = ("default", "bind", "preferred", "interleave")
+ADVICE = ("normal", "random", "sequential")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class Region:
     nodes: tuple[int, ...] = ()
     order: int = 0            # folio order used on faults
     mapped: bool = False      # file regions: also mapped with mmap (a VMA the NUMA scanner walks)
+    advice: str = "normal"    # file regions: posix_fadvise advice of the tasks' open file (readahead):
+                              # normal, random (FMODE_RANDOM), sequential (twice the readahead window)
 
     def __post_init__(self):
         if self.kind not in ("anon", "file"):
@@ -37,6 +40,8 @@ class Region:
             raise ConfigError(f"region {self.name}: policy must be one of {', '.join(POLICIES)}")
         if self.policy != "default" and not self.nodes:
             raise ConfigError(f"region {self.name}: policy {self.policy} needs nodes")
+        if self.advice not in ADVICE:
+            raise ConfigError(f"region {self.name}: advice must be one of {', '.join(ADVICE)}, got {self.advice!r}")
 
 
 @dataclass
@@ -44,6 +49,19 @@ class Chunk:
     offsets: np.ndarray   # int64[T+1]
     pages: np.ndarray     # int64[n]
     ops: np.ndarray       # uint8[n]
+    # a timed phase starts with this chunk: every task starts it at the same time (the latest CPU
+    # clock: a task that got there first waits), and stops issuing accesses `runtime_ns` later (the
+    # rest of this and later chunks is skipped). None: no change.
+    runtime_ns: int | None = None
+
+
+@dataclass
+class Progress:
+    """What the simulation sends back into a workload's chunk generator after running a chunk
+    (`progress = yield chunk`): the workload can decide what to generate next, e.g. keep going
+    until every task's runtime is over (fio's time_based)."""
+    task_clock_ns: np.ndarray   # each task's clock when it last ran
+    stopped: np.ndarray         # bool per task: its runtime is over (Chunk.runtime_ns)
 
 
 @dataclass(frozen=True)
@@ -141,7 +159,8 @@ class Workload:
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
         """Yield the access chunks. A chunk's arrays may be reused for the next chunk (file-read
-        refills one buffer): consume each chunk before asking for the next."""
+        refills one buffer): consume each chunk before asking for the next. A generator receives a
+        Progress from `yield` once its chunk has run (Simulation.run sends it)."""
         raise NotImplementedError
 
     def nr_accesses(self) -> int | None:
@@ -151,6 +170,11 @@ class Workload:
     def nr_marks(self) -> int:
         """MARK ops per task (cycle boundaries), to size the marks array."""
         return 0
+
+    def task_iodepth(self) -> list[int] | None:
+        """Each task's I/O engine for its read()/write() calls: 0 synchronous (pread), n >= 1 up to
+        n calls in flight (io_uring); None: all synchronous (core/fileio.py)."""
+        return None
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.values.items())
