@@ -52,7 +52,9 @@ class Result:
     config: dict = field(default_factory=dict)
     clat_hist: np.ndarray | None = None   # int64[task, read/write, bucket]: read()/write() completion
                                           # latencies in fio's buckets (core/fileio.py)
+    io_done_s: pd.Series | None = None    # per task: when its last read()/write() call completed
     devices: pd.DataFrame | None = None   # per block device: /proc/diskstats fields
+    summary: dict = field(default_factory=dict)   # the workload's own report (Workload.summary: fio's JSON)
 
     def to_dict(self) -> dict:
         return {
@@ -62,6 +64,7 @@ class Result:
             "task_times_s": [float(x) for x in self.task_times_s],
             "marks_s": self.marks_s.to_dict(orient="list"),
             "devices": [] if self.devices is None else self.devices.to_dict(orient="records"),
+            "summary": self.summary,
             "config": self.config,
         }
 
@@ -112,6 +115,7 @@ class Simulation:
         self._scratch = np.zeros(64, dtype=np.int64)
         self._cands = np.zeros(machine.nr_nodes, dtype=np.int64)
         self._chunks = None
+        self.phase_start_ns = 0        # when the last phase started (Chunk.start_phase)
 
     # ---- set-up ----------------------------------------------------------------------------
     def _build_state(self) -> st.SimState:
@@ -203,8 +207,8 @@ class Simulation:
                 ch = next(it) if fed is None or send is None else send(fed)
             except StopIteration:
                 break
-            if ch.runtime_ns is not None:
-                self._start_timed_phase(int(ch.runtime_ns))
+            if ch.start_phase:
+                self._start_phase(ch.runtime_ns)
             pos = ch.offsets[:-1].copy()
             while True:
                 status = run(self.state, self.p, ch.offsets, ch.pages, ch.ops, pos, self._scratch, self._cands)
@@ -223,19 +227,24 @@ class Simulation:
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
             task = self.state.task
-            fed = Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"])
+            fed = Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
+                           phase_start_ns=self.phase_start_ns)
         self._drain_samples()
         return self
 
-    def _start_timed_phase(self, runtime_ns: int) -> None:
-        """Every task starts the next chunk at the latest CPU clock (an earlier CPU idles until
-        then) and stops issuing accesses runtime_ns later (Chunk.runtime_ns)."""
+    def _start_phase(self, runtime_ns: int | None) -> None:
+        """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier
+        CPU idles until then), with empty latency histograms, and stops issuing accesses
+        runtime_ns later (None: no limit)."""
         s = self.state
         t0 = int(max(s.cpu["clock"].max(), s.task["end"].max()))
         s.cpu["clock"] = t0
-        s.task["stop_at"] = t0 + runtime_ns
+        s.task["end"] = t0
+        s.task["stop_at"] = st.NO_STOP if runtime_ns is None else t0 + int(runtime_ns)
         s.task["call_clock"] = t0
+        s.task["clat_hist"] = 0
         s.sys[0]["now"] = max(int(s.sys[0]["now"]), t0)
+        self.phase_start_ns = t0
 
     def _oom_message(self) -> str:
         s = self.state
@@ -286,15 +295,22 @@ class Simulation:
         ts = pd.DataFrame(rows, columns=cols)
         ts["time_s"] = ts["time_s"] / 1e9
         task_times = pd.Series(s.task["end"] / 1e9, name="time_s")
+        # when each task's I/O is done: its clock, or the completion of its last call in flight
+        inflight = [s.task[t]["inflight"][:int(s.task[t]["nr_inflight"])] for t in range(len(s.task))]
+        io_done = pd.Series([max(int(s.task[t]["end"]), int(f.max()) if len(f) else 0) / 1e9
+                             for t, f in enumerate(inflight)], name="time_s")
         task_times.index.name = "task"
         mk = [(t, i, s.marks[t, i] / 1e9) for t in range(s.marks.shape[0]) for i in range(int(s.task[t]["nr_marks"]))]
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
         devs = pd.DataFrame({"name": [d.name for d in m.devices],
                              **{k: s.blkdev[k].astype(np.int64) for k in DISKSTATS}})
         devs.index.name = "device"
-        return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
-                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), devices=devs)
+        res = Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
+                     task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
+                     config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
+                     devices=devs)
+        res.summary = self.workload.summary(res, self.phase_start_ns)
+        return res
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`

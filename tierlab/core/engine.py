@@ -228,6 +228,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 t = cand
                 break
         s.cpu[c].next_task = (t + 1) % ntasks
+        if s.cpu[c].clock >= s.task[t].stop_at:
+            task_pos[t] = offsets[t + 1]        # the task's runtime is over: the rest is not issued
+            continue
         clock = s.cpu[c].clock
         start = clock
         limit = second_t if second_t < INF else s.sys[0].next_sample
@@ -242,8 +245,6 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         cpu_nid = s.cpu[c].node
         pos = task_pos[t]
         end = offsets[t + 1]
-        if start >= s.task[t].stop_at:
-            pos = end                           # the task's runtime is over: the rest is not issued
         status = STATUS_DONE
         scan_at = scan_tick_at(s, t, start) if numa_on else INF
         skip = 0           # accesses to take here before trying fast_run again

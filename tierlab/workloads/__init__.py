@@ -4,10 +4,11 @@ from __future__ import annotations
 from ..errors import ConfigError
 from .base import Chunk, Region, Workload
 from .file_read import FileRead
+from .fio import Fio
 from .random_read import RandomRead
 from .trace import TraceWorkload
 
-WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, RandomRead, TraceWorkload)}
+WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, Fio, RandomRead, TraceWorkload)}
 
 
 def register(cls: type[Workload]) -> type[Workload]:

@@ -49,9 +49,12 @@ class Chunk:
     offsets: np.ndarray   # int64[T+1]
     pages: np.ndarray     # int64[n]
     ops: np.ndarray       # uint8[n]
-    # a timed phase starts with this chunk: every task starts it at the same time (the latest CPU
-    # clock: a task that got there first waits), and stops issuing accesses `runtime_ns` later (the
-    # rest of this and later chunks is skipped). None: no change.
+    # a phase starts with this chunk: every task starts it at the same time (the latest clock: a
+    # task that got there first waits) and the read()/write() latency histograms start empty (the
+    # statistics of what came before, e.g. fio's pre_read, are dropped)
+    start_phase: bool = False
+    # with start_phase: every task stops issuing accesses runtime_ns after the phase start (the rest
+    # of this and later chunks is skipped). None: no limit.
     runtime_ns: int | None = None
 
 
@@ -62,6 +65,7 @@ class Progress:
     until every task's runtime is over (fio's time_based)."""
     task_clock_ns: np.ndarray   # each task's clock when it last ran
     stopped: np.ndarray         # bool per task: its runtime is over (Chunk.runtime_ns)
+    phase_start_ns: int         # when the last phase started (Chunk.start_phase; 0 before any)
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,11 @@ class Workload:
         """Each task's I/O engine for its read()/write() calls: 0 synchronous (pread), n >= 1 up to
         n calls in flight (io_uring); None: all synchronous (core/fileio.py)."""
         return None
+
+    def summary(self, result, phase_start_ns: int) -> dict:
+        """The workload's own report of a Result (e.g. fio's JSON output), JSON-able; {}: none.
+        phase_start_ns: when the last phase started (Chunk.start_phase)."""
+        return {}
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.values.items())
