@@ -32,7 +32,7 @@ from .machine import Machine
 from .workloads.base import Progress, Workload
 
 SAMPLE_BLOCK = 4096
-DISKSTATS = ("rd_ios", "rd_sectors", "rd_ticks_ns", "wr_ios", "wr_sectors", "wr_ticks_ns")
+DISKSTATS = ("rd_ios", "rd_sectors", "rd_ticks_ns", "wr_ios", "wr_sectors", "wr_ticks_ns", "last_done_ns")
 
 if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab.kernel describes
     raise ImportError(f"tierlab.kernel.KNOBS and core.params.KNOB_NAMES differ: {sorted(set(KNOBS) ^ set(KNOB_NAMES))}")

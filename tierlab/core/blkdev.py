@@ -96,4 +96,6 @@ def blk_submit(s, dev, now, nr_pages, write):
             d.rd_ticks_ns += t - now
         if t > done:
             done = t
+    if done > d.last_done_ns:
+        d.last_done_ns = done
     return done

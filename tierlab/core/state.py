@@ -220,6 +220,7 @@ BLKDEV_DTYPE = np.dtype([
     ("wr_ios", np.int64),
     ("wr_sectors", np.int64),
     ("wr_ticks_ns", np.int64),
+    ("last_done_ns", np.int64),      # the latest completion of any request so far
 ], align=True)
 
 SYS_DTYPE = np.dtype([
