@@ -61,12 +61,7 @@ class Device:
     def from_dict(cls, d: dict, where: str) -> "Device":
         if not isinstance(d, dict):
             raise ConfigError(f"{where}: expected a table with keys {', '.join(_DEVICE_KEYS)}, got {d!r}")
-        bad = set(d) - set(_DEVICE_KEYS)
-        if bad:
-            raise ConfigError(f"{where}: unknown key {sorted(bad)[0]!r}; accepted: {', '.join(_DEVICE_KEYS)}")
-        missing = [k for k in _DEVICE_KEYS if k not in d]
-        if missing:
-            raise ConfigError(f"{where}: missing {missing[0]!r} ({_DEVICE_KEYS[missing[0]]})")
+        _check_keys(d, _DEVICE_KEYS, where)
         dev = cls(name=str(d["name"]),
                   **{k: _number(d, k, where, float, 0) for k in ("read_latency_us", "write_latency_us")},
                   **{k: _number(d, k, where, float, 0, strict=True)
@@ -164,12 +159,7 @@ class Machine:
             raise ConfigError(f"{where}: needs at least one [[nodes]] table")
         nodes = []
         for i, rn in enumerate(raw_nodes):
-            bad = set(rn) - set(_NODE_KEYS)
-            if bad:
-                raise ConfigError(f"{where}: nodes[{i}]: unknown key {sorted(bad)[0]!r}; accepted: {', '.join(_NODE_KEYS)}")
-            missing = [k for k in _NODE_KEYS if k not in rn]
-            if missing:
-                raise ConfigError(f"{where}: nodes[{i}]: missing {missing[0]!r} ({_NODE_KEYS[missing[0]]})")
+            _check_keys(rn, _NODE_KEYS, f"{where}: nodes[{i}]")
             node = Node(
                 name=str(rn["name"]),
                 capacity_bytes=parse_size(rn["capacity"], f"{where}: nodes[{i}].capacity"),
@@ -282,6 +272,16 @@ class Machine:
                         f"{d.read_latency_us} us; write {d.write_bandwidth_GBps} GB/s, {d.write_iops:.0f} IOPS; "
                         f"queue depth {d.queue_depth}, max_sectors_kb {d.max_sectors_kb}")
         return "\n".join(rows)
+
+
+def _check_keys(d: dict, keys: dict, where: str) -> None:
+    """Refuse a table with a key not in `keys` or without one of them (keys: name -> meaning)."""
+    bad = set(d) - set(keys)
+    if bad:
+        raise ConfigError(f"{where}: unknown key {sorted(bad)[0]!r}; accepted: {', '.join(keys)}")
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise ConfigError(f"{where}: missing {missing[0]!r} ({keys[missing[0]]})")
 
 
 def _number(d: dict, key: str, where: str, kind, lo, strict: bool = False, default=None):
