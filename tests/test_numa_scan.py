@@ -36,7 +36,7 @@ def _sim(numa_balancing=2, dram_pages=64):
 
 def _pass(sim, now_ms):
     before = counters(sim)["numa_pte_updates"]
-    cost = task_numa_work(sim.state, sim.p, np.int64(now_ms) * 1_000_000)
+    cost = task_numa_work(sim.state, sim.p, 0, np.int64(now_ms) * 1_000_000)
     return counters(sim)["numa_pte_updates"] - before, cost
 
 

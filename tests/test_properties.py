@@ -427,7 +427,9 @@ def test_migration_between_lower_tier_nodes_is_not_a_promotion():
     far = [p for p in range(200) if int(s.pages.node[p]) == 2]
     assert far
     sim.set_knobs(numa_balancing=2)
-    run(sim, [], seq(far * 300, STORE))
+    # task 1 is the process's second thread: init_numa_balancing staggers its first scan tick by
+    # ~8 ms of runtime, so it runs long enough to get past that
+    run(sim, [], seq(far * 3000, STORE))
     c = counters(sim)
     assert c["numa_hint_faults"] > 0
     assert c["numa_pages_migrated"] > 0         # hot CXL folios moved to the faulting CPU's node 1

@@ -22,7 +22,7 @@ from .core import state as st
 from .core.costs import COSTS
 from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.mmzone import setup_watermarks
-from .core.numa_balancing import reset_promotion_state
+from .core.numa_balancing import reset_promotion_state, thread_node_stamps
 from .core.params import KNOB_NAMES, NR_PARAMS, P
 from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
@@ -41,7 +41,8 @@ if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab
 @dataclass
 class Result:
     """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
-    series sampled every `sample_interval_ms` of simulated time, per-task times and marks."""
+    series sampled every `sample_interval_ms` of simulated time, per-task times and marks, and per
+    process (mm) its state at the end (`processes`)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -50,6 +51,7 @@ class Result:
     marks_s: pd.DataFrame
     sim_time_s: float
     config: dict = field(default_factory=dict)
+    processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
     clat_hist: np.ndarray | None = None   # int64[task, read/write, bucket]: read()/write() completion
                                           # latencies in fio's buckets (core/fileio.py)
     io_done_s: pd.Series | None = None    # per task: when its last read()/write() call completed
@@ -107,6 +109,7 @@ class Simulation:
         self.quantum_us = quantum_us
         self.fast_case = bool(fast_case)   # False: every access takes the general case (for testing)
         self._regions = checked.regions
+        self._layout = checked.layout
         self.nr_pages = checked.nr_pages
         self.nr_accesses = checked.accesses       # the workload's accesses (None: not known up front)
         self.state = self._build_state()
@@ -119,19 +122,19 @@ class Simulation:
 
     # ---- set-up ----------------------------------------------------------------------------
     def _build_state(self) -> st.SimState:
-        m, w = self.machine, self.workload
-        T = w.nr_tasks
+        m, w, lay = self.machine, self.workload, self._layout
         cpu_nodes = m.cpu_nodes()
-        C = max(1, min(len(cpu_nodes), T))  # CPUs that can ever run a task
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
         total_pages = int(managed.sum())
+        scan_delay_ns = int(self.kernel.scan_delay_ms) * 1_000_000
         return st.allocate(
             region_pages=[r.pages for r in self._regions],
             region_kind=[st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
                          for r in self._regions],
-            region_policy=[st.MPOL_CODES[r.policy] for r in self._regions],
-            region_nodes=[r.nodes for r in self._regions],
+            region_policy=lay.region_policy, region_nodes=lay.region_nodes,
             region_order=[r.order for r in self._regions],
+            region_mm=lay.region_mm, region_mapped=lay.region_mapped, region_pol_flags=lay.region_pol_flags,
+            region_vma_policy=lay.region_vma_policy,
             region_advice=[st.FADV_CODES[r.advice] for r in self._regions],
             devices=[d.engine_figures() for d in m.devices],
             task_iodepth=w.task_iodepth(),
@@ -142,13 +145,16 @@ class Simulation:
             zonelists=m.zonelists(), demotion_targets=m.demotion_targets(),
             mem=[{"seq_ns": nd.seq_4k_ns, "line_ns": nd.rand_line_ns, "write_ns": nd.write_line_ns,
                   "bw_bytes_ns": nd.bandwidth_GBps} for nd in m.nodes],      # GB/s == bytes/ns
-            cpu_nodes=cpu_nodes[:C],
-            # tasks are spread over CPUs in node order (the first CPUs of the first CPU node)
-            task_cpu=np.arange(T, dtype=np.int64) % C,
+            # the state's CPU slots are the machine CPUs tasks sit on (config.check_processes: the
+            # allowed CPU with the fewest tasks, lowest id first; without placement the first CPUs)
+            cpu_nodes=[cpu_nodes[c] for c in lay.cpu_ids],
+            task_cpu=np.asarray(lay.task_cpu, dtype=np.int64), task_mm=np.asarray(lay.task_mm, dtype=np.int64),
+            task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
+            task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes]),
+            mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
-            first_sample_ns=int(self.sample_interval_ms * 1e6),
-            first_scan_ns=int(self.kernel.scan_delay_ms) * 1_000_000, seed=self.seed)
+            first_sample_ns=int(self.sample_interval_ms * 1e6), scan_delay_ns=scan_delay_ns, seed=self.seed)
 
     def _build_params(self) -> np.ndarray:
         p = np.zeros(NR_PARAMS, dtype=np.float64)
@@ -209,6 +215,8 @@ class Simulation:
                 break
             if ch.start_phase:
                 self._start_phase(ch.runtime_ns)
+            if self.workload.control_ops:
+                check_control_ops(ch, self._regions, self.state)
             pos = ch.offsets[:-1].copy()
             while True:
                 status = run(self.state, self.p, ch.offsets, ch.pages, ch.ops, pos, self._scratch, self._cands)
@@ -217,6 +225,8 @@ class Simulation:
                     continue
                 if status == st.STATUS_OOM:
                     raise ConfigError(self._oom_message())
+                if status == st.STATUS_SEGV:
+                    raise ConfigError(self._segv_message())
                 if status == st.STATUS_MARKS_FULL:
                     old = self.state.marks
                     grown = np.zeros((old.shape[0], 2 * old.shape[1]), dtype=old.dtype)
@@ -252,6 +262,16 @@ class Simulation:
         return ("out of memory: an allocation found no node above its MIN watermark and direct reclaim "
                 f"freed nothing ({nodes}); the workload does not fit this machine with these knobs "
                 "(anon memory needs swap_size or demotion_enabled with a lower tier)")
+
+    def _segv_message(self) -> str:
+        s = self.state
+        t, page = int(s.sys[0]["segv_task"]), int(s.sys[0]["segv_page"])
+        proc = self._layout.processes[int(s.task[t]["mm"])].name
+        r = int(np.searchsorted(s.regions.start, page, side="right")) - 1 if page >= 0 else -1
+        where = f"page {page} of region {self._regions[r].name}" if 0 <= r < len(self._regions) else f"slot {page}"
+        return (f"workload {self.workload.name}: task {t} (process {proc}) touched {where}, which no VMA of "
+                "its process maps (SIGSEGV); accepted: accesses and control ops on the process's own mapped "
+                "regions, read()/write() of any file")
 
     def _drain_samples(self) -> None:
         n = int(self.state.sys[0]["nr_samples"])
@@ -308,9 +328,27 @@ class Simulation:
         res = Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
-                     devices=devs)
+                     devices=devs, processes=self.processes())
         res.summary = self.workload.summary(res, self.phase_start_ns)
         return res
+
+    def processes(self) -> pd.DataFrame:
+        """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS
+        counters (pages: MM_ANONPAGES, MM_FILEPAGES, MM_SWAPENTS), the NUMA scanner's completed
+        passes (numa_scan_seq) and hint-fault count, and how many CPUs ran its threads (the
+        weight of mm_cpumask)."""
+        s = self.state
+        procs = self._layout.processes
+        alive = np.bincount(s.task["mm"][s.task["dead"] == 0], minlength=len(procs))
+        cpus = [int(sum(bin(int(w)).count("1") for w in s.mm[i]["cpumask"])) for i in range(len(procs))]
+        df = pd.DataFrame({
+            "name": [p.name for p in procs], "threads": [p.threads for p in procs], "alive": alive[:len(procs)],
+            "start_s": s.task["start"][[self._layout.task_mm.index(i) for i in range(len(procs))]] / 1e9,
+            "rss_anon": s.mm["rss_anon"], "rss_file": s.mm["rss_file"], "swapents": s.mm["swapents"],
+            "numa_scan_seq": s.mm["numa_scan_seq"], "numa_hint_faults": s.mm["numa_hint_faults"],
+            "nr_cpus_ran": cpus})
+        df.index.name = "mm"
+        return df
 
     def config(self) -> dict:
         """The RunConfig of this simulation as a dict (tierlab.config): `build(sim.config())`
@@ -319,6 +357,38 @@ class Simulation:
         overrides = {k: v for k, v in self.costs.items() if v != COSTS[k][0]}
         return RunConfig.from_parts(self.machine, self.kernel, self.workload, self.seed,
                                     self.sample_interval_ms, overrides).to_dict()
+
+
+def check_control_ops(ch, regions, state) -> None:
+    """The control ops of a chunk, before it runs: a known kind, a region slot that exists, an
+    mmap/brk length within the slot and a multiple of its folio size, an exit as the task's last
+    op in the chunk. (Whether a slot is mapped by the right process at that moment is the
+    engine's to check: a wrong one stops the run with a SIGSEGV message.)"""
+    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CTRL
+    idx = np.flatnonzero(ch.ops & OP_CTRL)
+    if idx.size == 0:
+        return
+    kinds = set(CTRL_NAMES.values())
+    task_of = np.searchsorted(ch.offsets, idx, side="right") - 1
+    for i, t in zip(idx.tolist(), task_of.tolist()):
+        kind = int(ch.ops[i]) & CTRL_KIND_MASK
+        arg = int(ch.pages[i])
+        slot, npages = arg & ((1 << CTRL_ARG_SHIFT) - 1), arg >> CTRL_ARG_SHIFT
+        key = f"task {t} control op {i - int(ch.offsets[t])}"
+        if kind not in kinds:
+            raise ConfigError(f"{key}: kind {kind} is not a control op; accepted: "
+                              f"{', '.join(f'{k} ({v})' for k, v in CTRL_NAMES.items())}")
+        if kind == CTRL_EXIT:
+            if i != int(ch.offsets[t + 1]) - 1:
+                raise ConfigError(f"{key}: exit must be the task's last op")
+            continue
+        if not 0 <= slot < len(regions) or regions[slot].is_file:
+            raise ConfigError(f"{key}: slot {slot} is not an anon or mmap'd file region; accepted: "
+                              f"0..{len(regions) - 1} except read()-only files")
+        size, fsz = regions[slot].pages, 1 << regions[slot].order
+        if not 0 <= npages <= size or npages % fsz:
+            raise ConfigError(f"{key}: {npages} pages do not fit region {regions[slot].name} ({size} pages, "
+                              f"in multiples of its {fsz}-page folios)")
 
 
 def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0, **kw) -> Result:

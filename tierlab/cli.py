@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "cachesim": "tierlab.trace:add_cachesim_command",
     "sweep": "tierlab.sweep:add_sweep_commands",
     "reproduce": "tierlab.reproduce:add_reproduce_commands",
+    "oracle": "tierlab.oracle.cli:add_oracle_command",
 }
 
 

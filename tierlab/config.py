@@ -76,6 +76,26 @@ class RunConfig:
 
 
 @dataclass
+class Layout:
+    """Where a validated workload's processes live: per task its mm (process index) and machine
+    CPU; the machine CPUs used (`cpu_ids`, sorted: the state's CPU slots); per region slot the mm
+    mapping it at the start (-1: none), the pages mapped, its effective policy (code, nodes, flags)
+    and whether that policy is the region's own; per mm its start (ns) and task policy."""
+    processes: list
+    task_mm: list
+    task_cpu: list
+    cpu_ids: list
+    region_mm: list
+    region_mapped: list
+    region_policy: list
+    region_nodes: list
+    region_pol_flags: list
+    region_vma_policy: list
+    mm_start_ns: list
+    mm_policy: list
+
+
+@dataclass
 class Checked:
     """A validated run: its RunConfig and the parts built from it."""
     config: RunConfig
@@ -85,6 +105,7 @@ class Checked:
     regions: list
     nr_pages: int
     accesses: int | None
+    layout: Layout | None = None
 
 
 def estimate_note(accesses: int | None, min_s: float = 10.0) -> str | None:
@@ -152,6 +173,7 @@ def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, cos
             if not 0 <= n < machine.nr_nodes:
                 raise ConfigError(f"region {r.name}: node {n} does not exist; machine {machine.name} has "
                                   f"nodes 0..{machine.nr_nodes - 1}")
+    layout = check_processes(machine, kernel, workload, regions)
     nr_pages = sum(r.pages for r in regions)
     if nr_pages >= MAX_PAGES:
         raise CapacityError(f"{nr_pages} pages exceed the 2^31 page ids of int32 list links; "
@@ -169,7 +191,110 @@ def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, cos
                           f"~{_duration(accesses / EST_ACCESSES_PER_S)} of wall time; accepted: at most "
                           f"{MAX_ACCESSES:.0e} accesses")
     rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs)
-    return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses)
+    return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses, layout)
+
+
+def _nodes_of(machine, nodes, key: str, need_cpus: bool = False) -> tuple[int, ...]:
+    for n in nodes:
+        if not isinstance(n, int) or not 0 <= n < machine.nr_nodes:
+            raise ConfigError(f"{key}: node {n!r} does not exist; machine {machine.name} has nodes "
+                              f"0..{machine.nr_nodes - 1}")
+        if need_cpus and machine.nodes[n].cpus == 0:
+            raise ConfigError(f"{key}: node {n} has no CPUs; accepted: nodes with CPUs "
+                              f"({', '.join(str(i) for i, nd in enumerate(machine.nodes) if nd.cpus)})")
+    return tuple(nodes)
+
+
+def policy_code(policy: str, nodes, key: str):
+    """(MPOL_* code, pol->flags, node list) of a policy string as Region and Process take it."""
+    from .core import state as st
+    from .workloads.base import split_policy
+    mode, flags = split_policy(policy, key)
+    if mode != "default" and not nodes:
+        raise ConfigError(f"{key}: policy {policy} needs nodes")
+    if mode == "default" and nodes:
+        raise ConfigError(f"{key}: the default policy takes no nodes, got {tuple(nodes)}")
+    pol_flags = st.MPOL_F_MOF | st.MPOL_F_MORON if (mode == "default" or flags) else 0
+    if flags:
+        pol_flags |= st.MPOL_F_NUMA_BALANCING
+    return st.MPOL_CODES[mode], pol_flags, list(nodes)
+
+
+def check_processes(machine, kernel, workload, regions) -> Layout:
+    """The processes of a workload against its regions and the machine: threads add up to the
+    workload's tasks, every VMA and file names a region (a VMA at most one process's at the start,
+    a file not mapped), CPU sets and nodes exist, policies are known (a VMA larger than memory is
+    fine: the kernel overcommits); then where each task runs and each slot's effective policy.
+    Whether a control op's slot and length fit is checked per chunk (api.check_control_ops)."""
+    from .core import state as st
+    from .workloads.base import Process
+    procs = workload.processes()
+    if not procs or not all(isinstance(pr, Process) for pr in procs):
+        raise ConfigError(f"workload {workload.name}: processes() must return Process records")
+    if sum(pr.threads for pr in procs) != workload.nr_tasks:
+        raise ConfigError(f"workload {workload.name}: processes have {sum(pr.threads for pr in procs)} threads "
+                          f"but the workload has {workload.nr_tasks} tasks")
+    by_name = {r.name: i for i, r in enumerate(regions)}
+    if len(by_name) != len(regions):
+        raise ConfigError(f"workload {workload.name}: region names must be unique")
+    cpu_nodes = machine.cpu_nodes()
+    region_mm = [-1] * len(regions)
+    task_mm, task_cpu, mm_policy, mm_start = [], [], [], []
+    load = [0] * len(cpu_nodes)
+    for i, pr in enumerate(procs):
+        key = f"process {pr.name}"
+        if not isinstance(pr.threads, int) or pr.threads < 1:
+            raise ConfigError(f"{key}: threads must be an integer >= 1, got {pr.threads!r}")
+        if not (0 <= float(pr.start_ms) < 1e12):
+            raise ConfigError(f"{key}: start_ms must be in 0 .. 1e12, got {pr.start_ms!r}")
+        for name in pr.vmas:
+            r = by_name.get(name)
+            if r is None:
+                raise ConfigError(f"{key}: vma {name!r} is not a region; accepted: "
+                                  f"{', '.join(x.name for x in regions) or 'none'}")
+            if region_mm[r] >= 0:
+                raise ConfigError(f"{key}: vma {name!r} is already mapped by process {procs[region_mm[r]].name}")
+            region_mm[r] = i
+        for name in pr.files:
+            if name not in by_name or not regions[by_name[name]].is_file:
+                raise ConfigError(f"{key}: file {name!r} is not a read()-only file region; accepted: "
+                                  f"{', '.join(x.name for x in regions if x.is_file) or 'none'}")
+        if pr.cpus and pr.cpunodebind:
+            raise ConfigError(f"{key}: give cpus or cpunodebind, not both")
+        for c in pr.cpus:
+            if not isinstance(c, int) or not 0 <= c < len(cpu_nodes):
+                raise ConfigError(f"{key}: cpus: CPU {c!r} does not exist; machine {machine.name} has CPUs "
+                                  f"0..{len(cpu_nodes) - 1}")
+        bind = _nodes_of(machine, pr.cpunodebind, f"{key}: cpunodebind", need_cpus=True)
+        allowed = list(pr.cpus) or [c for c, n in enumerate(cpu_nodes) if not bind or n in bind]
+        for _ in range(pr.threads):
+            c = min(allowed, key=lambda x: (load[x], x))
+            load[c] += 1
+            task_cpu.append(c)
+            task_mm.append(i)
+        nodes = _nodes_of(machine, pr.policy_nodes, f"{key}: policy_nodes")
+        if pr.policy != "default" and machine.nr_nodes > st.MAX_POLICY_NODES:
+            raise ConfigError(f"{key}: policy: a task policy takes at most {st.MAX_POLICY_NODES} nodes")
+        code, flags, nl = policy_code(pr.policy, nodes, f"{key}: policy")
+        mm_policy.append((code, flags, sum(1 << n for n in nl)))
+        mm_start.append(int(round(float(pr.start_ms) * 1e6)))
+    rpol, rnodes, rflags, rown = [], [], [], []
+    for r, reg in enumerate(regions):
+        own = reg.policy != "default"
+        if own or region_mm[r] < 0:
+            code, flags, nl = policy_code(reg.policy, reg.nodes, f"region {reg.name}: policy")
+        else:
+            pr = procs[region_mm[r]]
+            code, flags, nl = policy_code(pr.policy, pr.policy_nodes, f"process {pr.name}: policy")
+        rpol.append(code)
+        rnodes.append(nl)
+        rflags.append(flags)
+        rown.append(int(own))
+    mapped = [r.pages if (region_mm[i] >= 0 or r.is_file) else 0 for i, r in enumerate(regions)]
+    cpu_ids = sorted(set(task_cpu))
+    slot = {c: i for i, c in enumerate(cpu_ids)}
+    return Layout(procs, task_mm, [slot[c] for c in task_cpu], cpu_ids, region_mm, mapped, rpol, rnodes,
+                  rflags, rown, mm_start, mm_policy)
 
 
 def parse_seed(value) -> int:

@@ -43,5 +43,18 @@ COSTS = {
     "stream_break_ns": (-1.0, "ns", "extra cost when a streamed page is not physically adjacent to the "
                         "previous one: the streaming prefetchers lose the stream and the first lines "
                         "are a demand miss. -1 means 'one idle cache-line latency of the node'."),
+    "vma_op_ns": (1000.0, "ns", "the VMA work of one mmap()/munmap()/brk() call besides the syscall entry: "
+                  "find the gap or the VMA, split/merge, maple-tree update, vm_area_struct alloc/free. "
+                  "Assumed: will-it-scale mmap1 (mmap + munmap of 128 MiB without touching it) runs at "
+                  "the order of 10^6 pairs per second per thread on 2020s x86 servers."),
+    "zap_pte_ns": (20.0, "ns", "zap_pte_range() clearing one PTE: ptep_get_and_clear_full, the rmap and RSS "
+                   "counter updates, the mmu_gather entry. Assumed (a few cache-hot atomics)."),
+    "free_page_ns": (50.0, "ns", "releasing one gathered 4 KiB page (free_pages_and_swap_cache -> "
+                     "folios_put -> free_unref_folios into the per-CPU lists). Assumed: page-allocator "
+                     "microbenchmarks put an order-0 free through the pcp lists at tens of ns."),
+    "tlb_flush_ns": (500.0, "ns", "one tlb_flush_mmu(): the local flush of the range or the whole TLB and its "
+                     "refill misses. Assumed."),
+    "tlb_ipi_ns": (1500.0, "ns", "each other CPU of mm_cpumask() a tlb_flush_mmu() shoots down (flush IPI and "
+                   "waiting for its ack), the per-target part of migrate_batch_ns's 2-4 us shootdown."),
     "util_window_ns": (100_000.0, "ns", "bandwidth accounting window for the loaded-latency model."),
 }

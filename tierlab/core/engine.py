@@ -2,8 +2,9 @@
 the one access path that drives every mechanism.
 
 Scheduling. Each CPU has a clock (ns); a task runs on one CPU (tasks beyond the CPU count share
-CPUs round-robin). The loop repeatedly picks the entity with the smallest clock -- a CPU with work
-left, or an awake kswapd -- and runs it: a CPU runs its next task for a quantum (until its clock
+CPUs round-robin) from its `start` time (a process started within the run; an idle CPU's clock
+jumps to the earliest start) until it exits (`dead`). The loop repeatedly picks the entity with
+the smallest clock -- a CPU with work left, or an awake kswapd -- and runs it: a CPU runs its next task for a quantum (until its clock
 passes the next entity's clock plus `quantum_ns`, or a kswapd wakes), kswapd runs one reclaim
 batch. Time-series samples are taken when the smallest clock crosses a sample boundary. Everything
 is serial and driven by virtual time only, so a run is bit-identical whatever the host does.
@@ -16,7 +17,8 @@ effect* at anything that needs an out-of-line step (a fault, a hint fault, a pag
 candidate: ops.ACCESS_*); the run loop then takes that access from the start -- the fault
 (`access_fault()`: memory.fault_in) and `access_present()` again in its general case, which makes
 the out-of-line calls itself. So the fast and the general case cannot differ: they are the same code. A mechanism
-that adds work on the access path adds it in filemap.py or memory.py, once.
+that adds work on the access path adds it in filemap.py or memory.py, once. Control ops (mmap,
+munmap, brk, exit: ops.OP_CTRL) stop the fast case like a MARK and go to task_ctrl (mm.py).
 """
 from __future__ import annotations
 
@@ -27,9 +29,11 @@ from .cost import line_load_ns
 from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
+from .mm import cpumask_set_cpu, do_ctrl
 from .numa_balancing import task_tick_numa
 from .ops import (
-    ACCESS_DONE, ACCESS_NOT_PRESENT, OP_KIND_MASK, OP_MARK, OP_READ, OP_SYSCALL_END,
+    ACCESS_DONE, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
+    OP_READ, OP_STOP, OP_SYSCALL_END,
 )
 from .readahead import call_pages_left, page_cache_async_ra, page_present
 from .pagecache_promotion import task_numa_promotion_work
@@ -37,7 +41,7 @@ from .params import P
 from .reclaim import kswapd_step
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
-    STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, folio_head,
+    STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
@@ -59,7 +63,7 @@ def access_present(s, p, task, cpu_nid, page, op, now, cost, fast):
         return cost, ACCESS_NOT_PRESENT
     if (op & OP_KIND_MASK) >= OP_READ:
         return filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
-    return pte_access(s, p, cpu_nid, head, hu, op, now, cost, fast)
+    return pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast)
 
 
 @jit_inline
@@ -87,14 +91,14 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     """A run of accesses that `access_present()`'s fast case finishes, in a loop of its own: the
     common case (a re-read of a cached file, loads of resident memory) then runs without the
     general case's code around it, which costs registers and so time even when it is not taken.
-    Stops before a MARK, before an access the fast case cannot finish, once the clock reaches the
-    quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
+    Stops before a MARK or a control op, before an access the fast case cannot finish, once the
+    clock reaches the quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
     promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
     access (after_access)."""
     pending = False
     while pos < end and clock < limit and clock < scan_at:
         op = ops[np.uint64(pos)]
-        if op & OP_MARK:
+        if op & OP_STOP:
             break
         cost, why = access_present(s, p, task, cpu_nid, pages[np.uint64(pos)], op, clock, 0.0, True)
         if why != ACCESS_DONE:
@@ -111,9 +115,10 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
 
 @jit_inline
 def scan_tick_at(s, task, start):
-    """The clock at which the task's runtime reaches its next NUMA scan stamp, for a quantum that
-    began at `start`."""
-    return start + (s.task[task].numa_scan_stamp - s.task[task].runtime)
+    """The clock at which the task's runtime reaches its next NUMA scan tick (node_stamp + the scan
+    period, task_tick_numa), for a quantum that began at `start`."""
+    t = s.task[task]
+    return start + (t.numa_scan_stamp + t.numa_scan_period - t.runtime)
 
 
 @jit_inline
@@ -130,6 +135,25 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
         clock += np.int64(task_tick_numa(s, p, task, rt, clock))
         scan_at = scan_tick_at(s, task, start)
     return clock, scan_at
+
+
+@jit
+def task_ctrl(s, p, task, cpu, op, arg, clock):
+    """A control op of `task` (ops.CTRL_*, mm.py). At exit the task's queued work runs first
+    (exit_task_work: a promotion list is migrated, not dropped). Returns (cost, ok); not ok is a
+    SIGSEGV (`sys.segv_*`)."""
+    cost = 0.0
+    if (op & CTRL_KIND_MASK) == CTRL_EXIT and s.task[task].promo_count > 0:
+        cost += task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock)
+    c, ok = do_ctrl(s, p, task, op, arg)
+    return cost + c, ok
+
+
+@jit_inline
+def task_runnable(s, t, task_pos, offsets):
+    """A task can run: it has accesses left in the chunk and has not exited (its start time is
+    the caller's to compare with a clock)."""
+    return task_pos[t] < offsets[t + 1] and s.task[t].dead == 0
 
 
 @jit_inline
@@ -173,7 +197,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     """Run every task through its part of the chunk. Resumable: returns a status and keeps the
     per-task positions in `task_pos`; `scratch` (int64[64]) and `cands` (int64[N]) are work buffers.
     STATUS_SAMPLES_FULL asks the caller to drain samples and call again; STATUS_MARKS_FULL to grow
-    `marks`; STATUS_OOM stops the run."""
+    `marks`; STATUS_OOM and STATUS_SEGV (an access or control op outside the task's VMAs) stop
+    the run. A task runs from its `start` time (an idle CPU's clock jumps to it) until its
+    accesses are taken or it exits."""
     ntasks = task_pos.shape[0]
     ncpu = s.cpu.shape[0]
     nnodes = s.pgdat.shape[0]
@@ -187,13 +213,14 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         best_t = INF
         second_t = INF
         for c in range(ncpu):
-            busy = False
+            # the CPU's clock, or when it is idle until a task starts, the earliest start
+            ct = INF
             for t in range(ntasks):
-                if s.task[t].cpu == c and task_pos[t] < offsets[t + 1]:
-                    busy = True
-                    break
-            if busy:
-                ct = s.cpu[c].clock
+                if s.task[t].cpu == c and task_runnable(s, t, task_pos, offsets):
+                    ct = min(ct, max(s.cpu[c].clock, s.task[t].start))
+                    if s.task[t].start <= s.cpu[c].clock:
+                        break
+            if ct < INF:
                 if ct < best_t:
                     second_t = best_t
                     best_t = ct
@@ -220,17 +247,20 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             kswapd_step(s, p, best - ncpu, scratch)
             continue
         c = best
+        if s.cpu[c].clock < best_t:
+            s.cpu[c].clock = best_t          # idle until a task started
         # round-robin among the CPU's runnable tasks
         t = -1
         for k in range(ntasks):
             cand = (s.cpu[c].next_task + k) % ntasks
-            if s.task[cand].cpu == c and task_pos[cand] < offsets[cand + 1]:
+            if s.task[cand].cpu == c and task_runnable(s, cand, task_pos, offsets) and s.task[cand].start <= best_t:
                 t = cand
                 break
         s.cpu[c].next_task = (t + 1) % ntasks
         if s.cpu[c].clock >= s.task[t].stop_at:
             task_pos[t] = offsets[t + 1]        # the task's runtime is over: the rest is not issued
             continue
+        cpumask_set_cpu(s, s.task[t].mm, c)
         clock = s.cpu[c].clock
         start = clock
         limit = second_t if second_t < INF else s.sys[0].next_sample
@@ -267,6 +297,19 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     skip = backoff
                     backoff = min(backoff * 2, 4096)
             op = ops[np.uint64(pos)]
+            if op & OP_CTRL:
+                cost, ok = task_ctrl(s, p, t, c, op, pages[np.uint64(pos)], clock)
+                pos += 1
+                clock += np.int64(cost)
+                if not ok:
+                    status = STATUS_SEGV
+                    break
+                if s.task[t].dead:
+                    break
+                clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, False)
+                if clock >= limit or s.sys[0].wakeups != wakeups:
+                    break
+                continue
             if (op & OP_MARK) and s.task[t].nr_marks >= s.marks.shape[1]:
                 status = STATUS_MARKS_FULL          # the caller grows `marks` and resumes here
                 break
@@ -287,11 +330,12 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             cost, ok, done = access_fault(s, p, t, c, page, op, clock + np.int64(ra), scratch, cands)
             cost += ra
             if not done:
-                cost, _ = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
+                cost, why = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
+                ok = why != ACCESS_SEGV
             pos += 1
             clock += np.int64(cost)
             if not ok:
-                status = STATUS_OOM
+                status = STATUS_SEGV if s.sys[0].segv_task >= 0 else STATUS_OOM
                 break
             pending = False
             if op & OP_SYSCALL_END:

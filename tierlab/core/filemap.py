@@ -35,7 +35,7 @@ from .ops import (
 from .pagecache_promotion import promotion_candidate, promotion_candidate_returns_early
 from .params import P
 from .readahead import page_cache_sync_ra, ra_ready, sync_mmap_ra
-from .state import F2_CONTIG, F2_MAPPED, PG_DIRTY, PG_ISOLATED, folio_head
+from .state import F2_CONTIG, F2_MAPPED, PG_DIRTY, PG_ISOLATED, folio_head, folio_nr_pages
 from .vmstat import Vm
 
 
@@ -57,7 +57,9 @@ def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
     s.counters[cpu_nid, Vm.PGFAULT] += 1
     s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
     cost += p[P.FAULT_NS]
-    s.pages.flags2[folio_head(s, page)] |= F2_MAPPED
+    head = folio_head(s, page)
+    s.pages.flags2[head] |= F2_MAPPED
+    s.mm[s.regions.mm[r]].rss_file += folio_nr_pages(s, head)      # filemap_fault mapped it
     at = clock + np.int64(cost)
     if done > at:
         cost += np.float64(done - at)

@@ -23,25 +23,34 @@ from .cost import line_load_ns, line_store_ns, seq_page_ns
 from .filemap import filemap_read_miss
 from .lru import folio_add_lru
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
+from .mm import map_file_folio, vma_covers
 from .numa_balancing import numa_migrate_check
-from .ops import ACCESS_DONE, ACCESS_HINT_FAULT, OP_KIND_MASK, OP_LOAD, OP_PAGE, OP_STORE, OP_WRITE
+from .ops import (
+    ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, OP_KIND_MASK, OP_LOAD, OP_PAGE, OP_STORE, OP_WRITE,
+)
 from .page_alloc import folio_alloc_add, folio_order_for
 from .params import P
 from .state import (
-    F2_MAPPED, F2_SWAPPED, PG_DIRTY, PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
+    F2_MAPPED, F2_SWAPPED, MPOL_BIND, PG_DIRTY, PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .vmstat import Vm
 
 
 @jit_inline
 def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
-    """Bring a non-present page in (anon zero-fill or zero page, swap-in, page-cache miss).
-    Returns (cost, ok); ok is False only on OOM."""
+    """Bring a non-present page in (anon zero-fill or zero page, swap-in, page-cache miss), and
+    count it in its mm's RSS (the zero page is not counted). Returns (cost, ok); ok is False on OOM
+    and on a SIGSEGV (no VMA of the task's mm maps the page: `sys.segv_*` say which)."""
     pg = s.pages
     r = region_of(s, page)
     anon = s.regions.kind[r] == REGION_ANON
     kind = op & OP_KIND_MASK
     cpu_nid = s.cpu[cpu].node
+    if not vma_covers(s, task, r, page, kind <= OP_STORE):
+        s.sys[0].segv_task = task
+        s.sys[0].segv_page = page
+        return 0.0, False
+    mm = s.regions.mm[r]
     f2 = pg.flags2[page]
     if anon and kind == OP_LOAD and not (f2 & F2_SWAPPED):
         if f2 & F2_MAPPED:
@@ -60,8 +69,10 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     if anon:
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]
+        s.mm[mm].rss_anon += nr
         if nr_swapped > 0:
             s.sys[0].nr_swap_used -= nr_swapped
+            s.mm[mm].swapents -= nr_swapped
             s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
             s.counters[nid, Vm.PSWPIN] += nr_swapped
             cost += p[P.SWAP_IN_4K_NS] * nr_swapped
@@ -74,6 +85,20 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     return cost, True
 
 
+@jit_inline
+def mpol_allows_node(s, head, nid):
+    """mpol_misplaced()'s MPOL_BIND case with MPOL_F_MORON (a bind given MPOL_F_NUMA_BALANCING):
+    the folio may move toward the faulting CPU's node only when that node is in the bind mask. The
+    default policy (local) allows any node."""
+    r = region_of(s, head)
+    if s.regions.policy[r] != MPOL_BIND:
+        return True
+    for k in range(s.regions.nodes.shape[1]):
+        if s.regions.nodes[r, k] == nid:
+            return True
+    return False
+
+
 @jit
 def do_numa_page(s, p, head, cpu_nid, now):
     """A hint fault on a PROT_NONE folio: restore the PTE, count it, and in tiering mode promote a
@@ -82,7 +107,7 @@ def do_numa_page(s, p, head, cpu_nid, now):
     s.pages.flags[head] = (s.pages.flags[head] & ~PG_PROTNONE) | PG_YOUNG
     nr = folio_nr_pages(s, head)
     cost = p[P.FAULT_NS] + p[P.NUMA_MIGRATE_CHECK_NS]
-    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False)
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid))
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         return cost
     ok, c = migrate_misplaced_folio(s, p, head, dst, nr, now)
@@ -90,11 +115,12 @@ def do_numa_page(s, p, head, cpu_nid, now):
 
 
 @jit_inline
-def pte_access(s, p, cpu_nid, head, hu, op, now, cost, fast):
+def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
     """A load or store through a present folio's PTE (the access path's LOAD/STORE case). A first
-    touch installs the PTE (a minor fault); a PROT_NONE PTE takes a hint fault -- in the fast case
-    (`fast`) that returns ACCESS_HINT_FAULT before any side effect, for the general case to take.
-    Returns (cost, ACCESS_*)."""
+    touch installs the PTE (a minor fault, mm.map_file_folio: SIGSEGV outside the mm's VMAs); a
+    PROT_NONE PTE takes a hint fault -- in the fast case (`fast`) both return (ACCESS_NOT_MAPPED,
+    ACCESS_HINT_FAULT) before any side effect, for the general case to take. Returns (cost,
+    ACCESS_*)."""
     pg = s.pages
     f = pg.flags[hu]
     if f & PG_PROTNONE:
@@ -103,6 +129,10 @@ def pte_access(s, p, cpu_nid, head, hu, op, now, cost, fast):
     f2 = pg.flags2[hu]
     if not (f2 & F2_MAPPED):
         # a PROT_NONE PTE is always mapped, so this never runs before a hint fault
+        if fast:
+            return cost, ACCESS_NOT_MAPPED
+        if not map_file_folio(s, task, head, nr):
+            return cost, ACCESS_SEGV
         pg.flags2[hu] = f2 | F2_MAPPED
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]

@@ -7,10 +7,10 @@ change_prot_numa() (mm/mprotect.c change_pte_range() skip rules). The hint fault
 decision (do_numa_page, numa_migrate_check) is in memory.py, the migration in migrate.py; the
 page-cache promotion path (pagecache_promotion.py) reaches the same should_numa_migrate_memory().
 
-Scanner simplifications: all tasks share one mm; VMAs are the workload's anon and mmap'd file
-regions (read()-only page cache has no VMA); the scan period is fixed at task_scan_start() for the
-RSS seen at the first scan -- which is what mode 2 does, since slow-tier faults never reach
-update_task_scan_period() -- and mode 1's scan-rate adaptation, NUMA groups, per-VMA PID
+Scanner simplifications: VMAs are the region slots an mm maps (read()-only page cache has no
+VMA); the scan period is fixed at task_scan_start() for the mm's RSS at the task's first tick --
+which is what mode 2 does, since slow-tier faults never reach update_task_scan_period() -- and the
+2-tick node_stamp push of the task that wins a scan is left out; mode 1's scan-rate adaptation, NUMA groups, per-VMA PID
 filtering and the cpupid two-stage filter are not modelled (tierlab has no mode-1 workload yet).
 
 Time is the kernel's jiffies_to_msecs(): milliseconds of the faulting task's virtual clock, kept to
@@ -27,7 +27,7 @@ from ._jit import jit, jit_inline
 
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, PG_DIRTY, MPOL_DEFAULT, PG_PROTNONE, REGION_FILE, WMARK_PROMO, region_of,
+    F2_ANON, F2_MAPPED, F2_PRESENT, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, WMARK_PROMO, region_of,
 )
 from .vmstat import Vm
 
@@ -131,19 +131,53 @@ def reset_promotion_state(pgdat: np.ndarray, counters_candidate: np.ndarray, now
     pgdat["nbp_th_nr_cand"] = counters_candidate
 
 
+@jit_inline
+def task_scan_min_ms(p, rss):
+    """task_scan_min() for an mm of `rss` pages: scan_period_min split over task_nr_scan_windows()
+    (one window per scan_size_mb of RSS, rounded up; an empty mm counts as one window), floored at
+    the MAX_SCAN_WINDOW rate (1000 / (2560 / scan_size) ms: 100 ms at 256 MB per pass). Integer
+    milliseconds, as the kernel computes them."""
+    scan_size = np.int64(p[P.SCAN_SIZE_MB])
+    windows = MAX_SCAN_WINDOW_MB // scan_size if scan_size < MAX_SCAN_WINDOW_MB else np.int64(1)
+    floor = 1000 // windows
+    nr_scan_pages = scan_size << 8
+    if rss <= 0:
+        rss = nr_scan_pages
+    nr_windows = (rss + nr_scan_pages - 1) // nr_scan_pages
+    return max(floor, np.int64(p[P.SCAN_PERIOD_MIN_MS]) // nr_windows)
+
+
+TICK_NSEC = 4_000_000   # 1 s / HZ with HZ = 250, the kernel/Kconfig.hz default
+
+
+def thread_node_stamps(kernel, threads_per_process) -> list[int]:
+    """init_numa_balancing()'s node_stamp for each task, process by process: 0 for a process's first
+    thread; its k-th later thread (created by the first, with k users of the mm so far) is staggered
+    by min(task_scan_max(current), current->numa_scan_period * k ms) + 2 ticks. The kernel compares
+    task_scan_max()'s milliseconds with nanoseconds there (as unsigned ints), so the ms figure wins
+    as a count of ns; this follows it. At clone time the mm has no RSS yet (one scan window), and
+    the first thread's period is still scan_delay. A nonzero node_stamp means the thread never
+    recomputes its period at its first tick (task_tick_numa), so it keeps scan_delay."""
+    scan_size = int(kernel.scan_size_mb)
+    windows = MAX_SCAN_WINDOW_MB // scan_size if scan_size < MAX_SCAN_WINDOW_MB else 1
+    smin = max(1000 // windows, int(kernel.scan_period_min_ms))     # task_scan_min, one window
+    smax = max(smin, int(kernel.scan_period_max_ms))                # task_scan_max, one window
+    delay_ms = int(kernel.scan_delay_ms)
+    out = []
+    for n in threads_per_process:
+        out.append(0)
+        for k in range(1, n):
+            a = smax & 0xFFFFFFFF
+            b = (delay_ms * k * 1_000_000) & 0xFFFFFFFF
+            out.append(min(a, b) + 2 * TICK_NSEC)
+    return out
+
+
 @jit
-def task_scan_start_ns(s, p):
-    """task_scan_start() for the current RSS: scan_period_min / windows (one window per
-    scan_size_mb of RSS), floored at the MAX_SCAN_WINDOW rate (100 ms at 256 MB per pass). Runs
-    once per task (a walk over the pages to count the RSS)."""
-    rss = 0   # get_mm_rss(): pages mapped by the mm (anon and mapped file), not page cache
-    for x in range(s.pages.node.shape[0]):
-        if (s.pages.flags2[x] & F2_PRESENT) and (s.pages.flags2[x] & F2_MAPPED):
-            rss += 1
-    scan_pages = np.int64(p[P.SCAN_SIZE_MB]) << 8
-    windows = max(np.int64(1), (rss + scan_pages - 1) // scan_pages)
-    floor_ms = 1000.0 * p[P.SCAN_SIZE_MB] / MAX_SCAN_WINDOW_MB
-    return np.int64(max(floor_ms, p[P.SCAN_PERIOD_MIN_MS] / windows) * 1_000_000)
+def task_scan_start_ns(s, p, mm):
+    """task_scan_start() (no numa_group: task_scan_min) for the mm's RSS now (get_mm_rss: its
+    MM_ANONPAGES + MM_FILEPAGES counters), in ns."""
+    return task_scan_min_ms(p, s.mm[mm].rss_anon + s.mm[mm].rss_file) * 1_000_000
 
 
 @jit
@@ -177,20 +211,20 @@ def change_prot_numa(s, start, end, stamp, skip_toptier, tiering):
 
 
 @jit
-def task_numa_work(s, p, now):
-    """One scan pass of task_numa_work(): from the mm's cursor (numa_scan_offset), over the VMAs
-    that can be scanned, change_prot_numa() in ranges of `scan_size_mb` (the range end aligned up
-    to a 2 MiB huge page, cut at the VMA's end). A range that updated any PTE uses up its length of
-    the scan_size_mb budget; every range uses up its length of the 8x larger virtual budget (so
-    areas with nothing to mark, e.g. top-tier memory in tiering-only mode, are walked through
-    faster). The pass ends when either budget is gone, or at the last VMA, which resets the cursor
-    to the start (reset_ptenuma_scan). Returns the cost in ns: every PTE of the walked ranges,
-    plus each update.
+def task_numa_work(s, p, mm, now):
+    """One scan pass of task_numa_work() over mm `mm`: from its cursor (numa_scan_offset), over the
+    mm's VMAs that can be scanned, change_prot_numa() in ranges of `scan_size_mb` (the range end
+    aligned up to a 2 MiB huge page, cut at the VMA's end). A range that updated any PTE uses up its
+    length of the scan_size_mb budget; every range uses up its length of the 8x larger virtual
+    budget (so areas with nothing to mark, e.g. top-tier memory in tiering-only mode, are walked
+    through faster). The pass ends when either budget is gone, or at the last VMA, which resets the
+    cursor to the start (reset_ptenuma_scan: numa_scan_seq + 1). Returns the cost in ns: every PTE
+    of the walked ranges, plus each update.
 
-    VMAs are the workload's regions; read()-only page cache has none, and a VMA whose policy lacks
-    MPOL_F_MOF (any explicit mbind policy; only the default policy has MOF|MORON) is skipped
-    (vma_policy_mof). Huge-page alignment is taken from the region's start, as for a mapping
-    placed THP-aligned."""
+    VMAs are the region slots the mm maps, [start, end); read()-only page cache has none, and a VMA
+    whose policy lacks MPOL_F_MOF is skipped (vma_policy_mof: the VMA's policy, else the task
+    policy; only the default policy and a bind with MPOL_F_NUMA_BALANCING carry MOF).
+    Huge-page alignment is taken from the region's start, as for a mapping placed THP-aligned."""
     mode = np.int64(p[P.NUMA_BALANCING])
     pages = np.int64(p[P.SCAN_SIZE_MB]) << 8
     virtpages = pages * 8
@@ -199,7 +233,7 @@ def task_numa_work(s, p, now):
     tiering = (mode & NUMA_BALANCING_MEMORY_TIERING) != 0
     nr_pages = s.pages.node.shape[0]
     nr_regions = s.regions.kind.shape[0]
-    x = s.mm[0].numa_scan_offset
+    x = s.mm[mm].numa_scan_offset
     if x >= nr_pages:
         x = 0                   # find_vma() found nothing past the cursor: start over
     r = region_of(s, x)
@@ -208,10 +242,11 @@ def task_numa_work(s, p, now):
     done = False
     while not done and r < nr_regions:
         vstart = s.regions.start[r]
-        vend = s.regions.start[r + 1]
-        if s.regions.kind[r] == REGION_FILE or s.regions.policy[r] != MPOL_DEFAULT:
+        vend = s.regions.end[r]
+        if (s.regions.mm[r] != mm or s.regions.kind[r] == REGION_FILE
+                or not (s.regions.pol_flags[r] & MPOL_F_MOF)):
             r += 1
-            x = vend
+            x = s.regions.start[r]
             continue
         x = max(x, vstart)
         while x < vend:
@@ -229,34 +264,47 @@ def task_numa_work(s, p, now):
         r += 1
     if not done:
         x = 0                   # walked past the last VMA: reset_ptenuma_scan()
-    s.mm[0].numa_scan_offset = x
+        s.mm[mm].numa_scan_seq += 1
+    s.mm[mm].numa_scan_offset = x
     return walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS]
 
 
 @jit
 def task_tick_numa(s, p, task, runtime, now):
-    """Runtime-driven trigger: once the task has run a scan period since its last stamp, the scan
-    work runs at its return to user (here: right away). Returns the cost of the scan, if any."""
-    if s.task[task].numa_scan_period == 0:
-        s.task[task].numa_scan_period = task_scan_start_ns(s, p)
-        s.task[task].numa_scan_stamp = s.task[task].numa_scan_period
-    if runtime < s.task[task].numa_scan_stamp:
+    """task_tick_numa(), driven by the task's runtime: once it has run a scan period past its
+    node_stamp, the period is recomputed if this is the task's first tick (node_stamp still 0:
+    task_scan_start() for the mm's RSS *now*, after scan_delay of runtime, when the footprint is
+    resident), node_stamp moves on by the old period, and the scan work runs at the return to user
+    (here: right away) if the mm's numa_next_scan has come; task_numa_work() then sets the next
+    scan one (new) period ahead. Threads other than a process's first start with a staggered
+    node_stamp (init_numa_balancing) and so keep the scan_delay period. Returns the scan's cost."""
+    t = s.task[task]
+    period = t.numa_scan_period
+    if runtime < t.numa_scan_stamp + period:
         return 0.0
-    period = s.task[task].numa_scan_period
-    s.task[task].numa_scan_stamp = runtime + period
+    mm = t.mm
+    if t.numa_scan_stamp == 0:
+        t.numa_scan_period = task_scan_start_ns(s, p, mm)
+    t.numa_scan_stamp += period
     cost = 0.0
-    if now >= s.mm[0].numa_next_scan:
-        s.mm[0].numa_next_scan = now + period
-        cost = task_numa_work(s, p, now)
+    if now >= s.mm[mm].numa_next_scan:
+        if t.numa_scan_period == 0:
+            # task_numa_work(): a task still at a zero period (scan_delay 0, a staggered thread)
+            # takes task_scan_start() there
+            t.numa_scan_period = task_scan_start_ns(s, p, mm)
+        s.mm[mm].numa_next_scan = now + t.numa_scan_period
+        cost = task_numa_work(s, p, mm, now)
     return cost
 
 
 @jit_inline
-def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache):
+def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache, allowed):
     """numa_migrate_check() + mpol_misplaced() for a folio reached by a hint fault or (page_cache:
     the RFC's vmf == NULL case) by folio_mark_accessed: count the event (numa_hint_faults[_local] or
-    numa_hint_page_cache[_local]); with the default policy (MOF|MORON) the target is the CPU's node
-    when should_numa_migrate_memory() agrees and the folio lives elsewhere. Returns it, or -1. Only
+    numa_hint_page_cache[_local]); with MPOL_F_MORON (the default policy, or a bind with
+    MPOL_F_NUMA_BALANCING) the target is the CPU's node when should_numa_migrate_memory() agrees and
+    the folio lives elsewhere; `allowed` False (mpol_misplaced: a MORON bind whose mask lacks the
+    CPU's node) stops before the decision. Returns it, or -1. Only
     the tiering branch is modelled: tiering off, or a top-tier folio, gives -1. (The kernel keeps it
     in mm/memory.c; it lives here beside the decision it asks, which hint faults (memory.py) and
     page-cache promotion both reach.)"""
@@ -269,7 +317,7 @@ def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache):
         s.counters[cpu_nid, Vm.NUMA_HINT_FAULTS] += 1
         if nid == cpu_nid:
             s.counters[cpu_nid, Vm.NUMA_HINT_FAULTS_LOCAL] += 1
-    if not (np.int64(p[P.NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.pgdat[nid].tier == 0:
+    if not allowed or not (np.int64(p[P.NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.pgdat[nid].tier == 0:
         return -1
     if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now_ms(now)) or cpu_nid == nid:
         return -1

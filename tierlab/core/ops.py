@@ -7,6 +7,16 @@ readahead window; read() calls need no flag, readahead.py tells streams from the
 SYSCALL_END (the system call returns after this page: task work
 runs), MARK (record the task's clock, e.g. at the end of a cycle), PAGE (a load copies the whole
 4 KiB page rather than one cache line).
+
+Control ops (bit 128, OP_CTRL) are not accesses: the low bits name a system call or event of the
+issuing task (CTRL_*) and the op's `page` slot carries its argument. The run loop leaves its fast
+case at them as at a MARK (one mask test, no cost on the access path) and hands them to mm.py:
+- CTRL_MMAP: arg = ctrl_arg(slot, npages) maps region slot `slot` into the task's mm over its first
+  npages (0: the whole slot): mmap_region();
+- CTRL_MUNMAP: arg = slot: unmap the whole VMA (do_munmap: zap its pages, free the slot);
+- CTRL_BRK: arg = ctrl_arg(slot, npages): move the VMA's end to npages (grow, or shrink: zap the
+  tail), as brk() moves a heap;
+- CTRL_EXIT: the task exits (do_exit); its mm's memory is torn down with its last task (exit_mmap).
 """
 OP_LOAD = 0
 OP_STORE = 1
@@ -17,6 +27,21 @@ OP_STREAM = 4        # a load of a sequential stream through mmap (VM_SEQ_READ)
 OP_SYSCALL_END = 8
 OP_MARK = 16
 OP_PAGE = 32         # a load through page tables that reads the whole 4 KiB page (not one line)
+OP_CTRL = 128        # a control op (below), not an access
+OP_STOP = OP_MARK | OP_CTRL   # ops the fast case leaves to the run loop
+
+CTRL_KIND_MASK = 127
+CTRL_MMAP = 1
+CTRL_MUNMAP = 2
+CTRL_BRK = 3
+CTRL_EXIT = 4
+CTRL_NAMES = {"mmap": CTRL_MMAP, "munmap": CTRL_MUNMAP, "brk": CTRL_BRK, "exit": CTRL_EXIT}
+CTRL_ARG_SHIFT = 32  # arg = (npages << 32) | slot
+
+
+def ctrl_arg(slot: int, npages: int = 0) -> int:
+    """The `page` slot of a CTRL_MMAP / CTRL_BRK op: region slot and a length in pages."""
+    return (int(npages) << CTRL_ARG_SHIFT) | int(slot)
 
 # What engine.access_present() could not finish on its own (the fast case stops *before* any side
 # effect and the general case, engine.access_fault() then access_present(), takes the access from the start). A mechanism
@@ -25,5 +50,7 @@ ACCESS_DONE = 0
 ACCESS_NOT_PRESENT = 1         # page fault: the folio is not in memory (or not yet mapped)
 ACCESS_HINT_FAULT = 2          # a PROT_NONE PTE: NUMA hint fault (do_numa_page)
 ACCESS_PROMOTION_CANDIDATE = 3  # folio_mark_accessed's page-cache promotion hook needs promotion_candidate()
-ACCESS_READAHEAD = 4           # the folio the task's readahead marked PG_readahead: page_cache_async_ra()
+ACCESS_NOT_MAPPED = 4          # a present page-cache folio the task's mm has no PTE for: a minor fault
+ACCESS_SEGV = 5                # (general case) no VMA of the task's mm maps the page: SIGSEGV
+ACCESS_READAHEAD = 6           # the folio the task's readahead marked PG_readahead: page_cache_async_ra()
                                # (the run loop's general case starts it before taking the access)

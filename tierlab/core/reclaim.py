@@ -34,6 +34,7 @@ from .lru import (
 )
 from .blkdev import FILE_DEV, blk_submit
 from .migrate import batch_cost, move_isolated_folio
+from .mm import folio_unmapped_rss
 from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
 from .params import P
 from .state import (
@@ -134,6 +135,8 @@ def reclaim_folio(s, p, nid, x, now):
     elif s.pages.flags[x] & PG_DIRTY:
         s.counters[nid, Vm.PGPGOUT] += nr * 4
         blk_submit(s, FILE_DEV, now, nr, True)
+    if s.pages.flags2[x] & F2_MAPPED:
+        folio_unmapped_rss(s, x, nr)       # try_to_unmap(): the mm's RSS drops (anon: a swap entry)
     free_folio(s, x)
     s.pages.flags2[x] &= ~(F2_PRESENT | F2_MAPPED)
     workingset_eviction(s, x)     # leaves shadows/swap entries; keeps only the workingset bit

@@ -21,15 +21,17 @@ below.
         next    int32   promotion list while isolated for promotion
         stamp   uint32  NUMA hint stamp (access time in ms, or fault count) while present; the
                         shadow entry's eviction age (workingset.c) while evicted
-    regions   the workload's VMAs and files: pages [start[r], start[r+1])
+    regions   the workload's VMA slots and files: pages [start[r], start[r+1]); a slot is mapped into
+              mm[r] (-1: unmapped, or a read()-only file) over [start[r], end[r]) (mm.py)
     pgdat     struct pglist_data + its one zone, per node (PGDAT_DTYPE)
     lruvec    struct lruvec, one per node (the root memcg) (LRUVEC_DTYPE; MGLRU adds its fields here)
     mem       the node's memory as a device for the time model, cost.py (MEM_DTYPE)
     zonelist  int8[N, N] fallback order by distance, -1 padded
     demote_target int8[N, N] preferred demotion targets, -1 padded
     cpu       per CPU (CPU_DTYPE): its clock and lru_add batch (per-CPU TLBs go beside it)
-    task      per task (TASK_DTYPE), with the mm it belongs to
-    mm        per mm (MM_DTYPE): the NUMA scanner's cursor and next-scan time
+    task      per task (TASK_DTYPE), with the mm it belongs to, its start time and exit state
+    mm        per mm (MM_DTYPE): users, RSS counters, the NUMA scanner's cursor and next-scan time,
+              hint-fault count, the task policy (set_mempolicy), the cpumask of CPUs that ran it
     blkdev    per block device (BLKDEV_DTYPE): its figures and /proc/diskstats; files live on device 0
     devcal    the devices' capacity calendars (resource.py), NR_DEV_CALS per device (blkdev.py)
     sys       the kernel's globals, one record (SYS_DTYPE): time reached, swap in use, sampling
@@ -84,6 +86,14 @@ MPOL_BIND = 2
 MPOL_INTERLEAVE = 3
 MPOL_CODES = {"default": MPOL_DEFAULT, "preferred": MPOL_PREFERRED, "bind": MPOL_BIND,
               "interleave": MPOL_INTERLEAVE}
+# mempolicy flags as the kernel keeps them in pol->flags (include/uapi/linux/mempolicy.h): a policy
+# given with MPOL_F_NUMA_BALANCING (only bind accepts it, sanitize_mpol_flags) gets MOF | MORON, as
+# the default policy has: NUMA-scanned (vma_policy_mof) and migrated toward the faulting CPU's node
+# when that node is in the mask (mpol_misplaced)
+MPOL_F_MOF = 1 << 3
+MPOL_F_MORON = 1 << 4
+MPOL_F_NUMA_BALANCING = 1 << 13
+MAX_POLICY_NODES = 64         # a task policy's nodemask is one uint64 word (MAX_NUMNODES here)
 
 # region kinds
 REGION_ANON = 0
@@ -106,6 +116,10 @@ STATUS_DONE = 0
 STATUS_SAMPLES_FULL = 1
 STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
+STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_task/segv_page say which)
+
+NO_MM = -1         # regions.mm of an unmapped slot or a read()-only file
+MM_CPUMASK_WORDS = 64   # mm_cpumask: one bit per CPU slot of `cpu`, NR_CPUS = 4096
 
 IODEPTH_MAX = 256       # calls in flight per task (fio iodepth) the asynchronous engine supports
 NR_CLAT_BUCKETS = 29 * 64   # fio's FIO_IO_U_PLAT_GROUP_NR x FIO_IO_U_PLAT_VAL (fileio.py)
@@ -172,9 +186,11 @@ TASK_DTYPE = np.dtype([
     ("last_page", np.int64),         # previous page read()/written (stream continuity, pos_same_folio)
     ("call_start", np.int64),        # 1 when the task's next access starts a new system call
     ("promo_count", np.int64),       # pages on the promotion list (current->promo_count)
-    ("numa_scan_stamp", np.int64),   # runtime ns of the next scan tick (curr->node_stamp)
-    ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); 0 until the first tick
+    ("numa_scan_stamp", np.int64),   # curr->node_stamp: runtime ns the scan period counts from
+    ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); scan_delay until the first tick
     ("nr_marks", np.int64),
+    ("start", np.int64),             # ns: not runnable before this virtual time (a process started within the run)
+    ("dead", np.int64),              # 1 once the task has exited (do_exit)
     # file_ra_state of the task's open file (readahead.py): the last window, the one before it (their
     # reads may still be in flight), and prev_pos
     ("ra_file", np.int64),           # region the state belongs to (-1: none yet; reset on another file)
@@ -201,6 +217,16 @@ TASK_DTYPE = np.dtype([
 MM_DTYPE = np.dtype([
     ("numa_next_scan", np.int64),    # mm->numa_next_scan, ns
     ("numa_scan_offset", np.int64),  # mm->numa_scan_offset, a page id
+    ("numa_scan_seq", np.int64),     # mm->numa_scan_seq: completed passes over the address space
+    ("numa_hint_faults", np.int64),  # hint faults taken in this mm (for the hint-fault-count RFC)
+    ("users", np.int64),             # mm->mm_users: live tasks; exit_mmap when the last one exits
+    ("rss_anon", np.int64),          # MM_ANONPAGES: anon pages mapped (the zero page is not counted)
+    ("rss_file", np.int64),          # MM_FILEPAGES: page-cache pages mapped by the mm's PTEs
+    ("swapents", np.int64),          # MM_SWAPENTS: the mm's anon pages out in swap
+    ("policy", np.int64),            # task mempolicy (set_mempolicy) mode, MPOL_*, for VMAs without one
+    ("policy_flags", np.int64),      # its pol->flags (MPOL_F_MOF | MPOL_F_MORON with MPOL_F_NUMA_BALANCING)
+    ("policy_nodes", np.uint64),     # its nodemask, bit n = node n
+    ("cpumask", np.uint64, (MM_CPUMASK_WORDS,)),  # mm_cpumask(): CPU slots that ran the mm's threads
 ], align=True)
 
 BLKDEV_DTYPE = np.dtype([
@@ -230,6 +256,8 @@ SYS_DTYPE = np.dtype([
     ("nr_samples", np.int64),        # rows filled in `samples`
     ("next_sample", np.int64),       # virtual time of the next sample row
     ("rng", np.uint64),              # xorshift state
+    ("segv_task", np.int64),         # STATUS_SEGV: the task and page of the access no VMA maps
+    ("segv_page", np.int64),
 ], align=True)
 
 
@@ -244,11 +272,15 @@ class Pages(NamedTuple):
 
 
 class Regions(NamedTuple):
-    start: np.ndarray     # int64[R+1]
+    start: np.ndarray     # int64[R+1]: slot r holds pages [start[r], start[r+1])
     kind: np.ndarray      # int8[R]
-    policy: np.ndarray    # int8[R]
+    policy: np.ndarray    # int8[R] the effective policy (the VMA's, else the mapping mm's task policy)
     nodes: np.ndarray     # int8[R, N] allowed nodes in policy order, -1 padded
     order: np.ndarray     # int8[R] folio order used when faulting pages of the region
+    mm: np.ndarray        # int64[R] the mm that maps the slot (may load the file), or NO_MM
+    end: np.ndarray       # int64[R] end of the mapped part: the VMA is [start[r], end[r]) (brk moves it)
+    pol_flags: np.ndarray  # int64[R] the effective policy's flags (MPOL_F_MOF, MPOL_F_MORON)
+    vma_policy: np.ndarray  # int8[R] 1: the slot has a VMA policy of its own (mbind); 0: the mm's applies
     advice: np.ndarray    # int8[R] FADV_*: the file's access advice (readahead.py)
 
 
@@ -282,16 +314,24 @@ def page_state_bytes(nr_pages: int) -> int:
 
 def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_order, managed, wmark,
              tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, nr_marks,
-             nr_counters, sample_cols, sample_rows, first_sample_ns, first_scan_ns, seed,
+             nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ns, seed,
+             region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
+             task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_policy=None,
              region_advice=None, devices=(), task_iodepth=None, dev_bin_ns=1 << 16) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
-    region_*: per region (pages, REGION_* kind, MPOL_* policy, allowed nodes, folio order);
+    region_*: per region slot (pages, REGION_* kind, MPOL_* effective policy, allowed nodes, folio
+    order, the mm mapping it (NO_MM: unmapped or a read()-only file), pages mapped from its start,
+    the policy's flags, whether the policy is the VMA's own);
     managed/wmark/tier/node_cpus: per node; zonelists/demotion_targets: per node, lists of nodes;
     mem: per node dicts of MEM_DTYPE's unloaded figures; cpu_nodes: the node of each CPU that runs
-    tasks; task_cpu: the CPU of each task; task_iodepth: each task's I/O engine (0 synchronous).
-    region_advice: per region FADV_*; devices: per block device a dict of BLKDEV_DTYPE's figures,
-    with capacity calendars of `dev_bin_ns` bins (blkdev.py). All tasks share mm 0."""
+    tasks; task_cpu / task_mm / task_start / task_node_stamp: per task its CPU, mm, start time (ns)
+    and initial node_stamp (init_numa_balancing's stagger of a process's later threads); mm_start /
+    mm_policy: per mm its start time and task policy (mode, flags, nodemask). Without the optional
+    arguments: one mm that maps every region, all tasks in it from time 0 (the old layout).
+    task_iodepth: each task's I/O engine (0 synchronous); region_advice: per region FADV_*;
+    devices: per block device a dict of BLKDEV_DTYPE's figures, with capacity calendars of
+    `dev_bin_ns` bins (blkdev.py)."""
     R = len(region_pages)
     N = len(managed)
     C = len(cpu_nodes)
@@ -307,9 +347,18 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     nodes = np.full((R, N), -1, np.int8)
     for i, ns in enumerate(region_nodes):
         nodes[i, :len(ns)] = ns
-    regions = Regions(start=start, kind=np.asarray(region_kind, np.int8),
-                      policy=np.asarray(region_policy, np.int8), nodes=nodes,
-                      order=np.asarray(region_order, np.int8),
+    kind = np.asarray(region_kind, np.int8)
+    policy = np.asarray(region_policy, np.int8)
+    if region_mm is None:
+        region_mm = np.zeros(R, np.int64)
+    mapped = np.asarray(region_pages if region_mapped is None else region_mapped, np.int64)
+    regions = Regions(start=start, kind=kind, policy=policy, nodes=nodes,
+                      order=np.asarray(region_order, np.int8), mm=np.asarray(region_mm, np.int64),
+                      end=start[:-1] + mapped,
+                      pol_flags=(np.asarray(region_pol_flags, np.int64) if region_pol_flags is not None
+                                 else np.where(policy == MPOL_DEFAULT, MPOL_F_MOF | MPOL_F_MORON, 0).astype(np.int64)),
+                      vma_policy=(np.asarray(region_vma_policy, np.int8) if region_vma_policy is not None
+                                  else (policy != MPOL_DEFAULT).astype(np.int8)),
                       advice=np.asarray(region_advice if region_advice is not None else [FADV_NORMAL] * R, np.int8))
     pgdat = np.zeros(N, PGDAT_DTYPE)
     pgdat["managed"] = managed
@@ -332,6 +381,10 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     cpu["node"] = cpu_nodes
     task = np.zeros(T, TASK_DTYPE)
     task["cpu"] = task_cpu
+    task["mm"] = 0 if task_mm is None else task_mm
+    task["start"] = 0 if task_start is None else task_start
+    task["numa_scan_stamp"] = 0 if task_node_stamp is None else task_node_stamp
+    task["numa_scan_period"] = scan_delay_ns     # init_numa_balancing: p->numa_scan_period = scan_delay
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
     task["ra_file"] = -1
@@ -342,10 +395,17 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
         task["iodepth"] = task_iodepth
     from .blkdev import blkdev_array
     blkdev, devcal = blkdev_array(devices, dev_bin_ns)
-    mm = np.zeros(1, MM_DTYPE)
-    mm["numa_next_scan"] = first_scan_ns
+    M = 1 if mm_start is None else len(mm_start)
+    mm = np.zeros(M, MM_DTYPE)
+    # init_numa_balancing() for an mm's first task: the first scan no earlier than scan_delay after it
+    mm["numa_next_scan"] = (0 if mm_start is None else np.asarray(mm_start, np.int64)) + scan_delay_ns
+    mm["users"] = np.bincount(task["mm"], minlength=M)[:M]
+    mm["policy_flags"] = MPOL_F_MOF | MPOL_F_MORON      # default_policy: local, MOF | MORON
+    for i, pol in enumerate(mm_policy or ()):
+        mm[i]["policy"], mm[i]["policy_flags"], mm[i]["policy_nodes"] = pol
     sysrec = np.zeros(1, SYS_DTYPE)
     sysrec["next_sample"] = first_sample_ns
+    sysrec["segv_task"] = -1
     sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
     # record arrays viewed as np.recarray: `s.pgdat[nid].free` then reads and writes the same way in
     # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)

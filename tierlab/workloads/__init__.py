@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .base import Chunk, Region, Workload
+from .anon_pressure import AnonPressure
+from .base import Chunk, Process, Region, Workload
 from .file_read import FileRead
 from .fio import Fio
 from .random_read import RandomRead
 from .trace import TraceWorkload
 
-WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, Fio, RandomRead, TraceWorkload)}
+WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, Fio, RandomRead, AnonPressure,
+                                                              TraceWorkload)}
 
 
 def register(cls: type[Workload]) -> type[Workload]:
@@ -23,4 +25,4 @@ def make_workload(name: str, params: dict | None = None, scale: float = 1.0) -> 
     return cls(scale=scale, **(params or {}))
 
 
-__all__ = ["Chunk", "Region", "Workload", "WORKLOADS", "make_workload", "register"]
+__all__ = ["Chunk", "Process", "Region", "Workload", "WORKLOADS", "make_workload", "register"]

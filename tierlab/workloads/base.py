@@ -1,9 +1,24 @@
-"""The workload interface: regions of memory, tasks, and a stream of access chunks.
+"""The workload interface: regions of memory, processes and their threads, and a stream of access chunks.
 
 A workload declares its memory as regions (a file's page cache or an anonymous mapping, each with a
 memory policy) and yields chunks of accesses. A chunk is CSR-shaped per task: `offsets[T+1]`,
 `pages[n]` (int64, global page ids = region base + page index), `ops[n]` (uint8, see
 tierlab.core.ops OP_*). Generators are vectorised numpy; nothing is a Python object per access.
+
+Processes. `processes()` says which tasks (threads) share an mm, which regions each maps when it
+starts (its VMAs: anon memory and mmap'd files; read()-only files need no VMA and may be read by
+any process), when it starts, where it may run (a CPU set or cpunodebind) and its task memory
+policy (set_mempolicy; a region's own policy, as mbind, wins). Tasks are numbered process by
+process, in declaration order. The default is today's behaviour: one process, all tasks, every
+region mapped from time 0.
+
+A region not mapped by any process at its start is a free *slot*: a CTRL_MMAP op of a task maps it
+into that task's process, CTRL_MUNMAP unmaps it (its anon pages are freed, the slot can be mapped
+again by anyone: page ids are recycled, so a workload of many short-lived processes keeps its state
+bounded), CTRL_BRK moves the end of a mapped slot, CTRL_EXIT ends a task (its process's memory is
+torn down with its last task). The workload picks the slots (its generator must know the page ids
+its accesses use); `control_op(kind, slot, npages)` builds one op. Workloads that emit control ops
+set `control_ops = True`, and each chunk's control ops are then checked before it runs.
 """
 from __future__ import annotations
 
@@ -19,6 +34,20 @@ CHUNK_ACCESSES = 1 << 22   # accesses per chunk: ~40 MB of arrays, amortises the
 
 POLICIES = ("default", "bind", "preferred", "interleave")
 ADVICE = ("normal", "random", "sequential")
+POLICY_FLAGS = ("numa_balancing",)   # MPOL_F_NUMA_BALANCING, with bind only (sanitize_mpol_flags)
+POLICY_ACCEPTED = ("default, bind:N[,M..], bind|numa_balancing:N[,M..], preferred:N, interleave:N,M[,..]")
+
+
+def split_policy(policy: str, key: str = "policy") -> tuple[str, tuple[str, ...]]:
+    """'bind|numa_balancing' -> ('bind', ('numa_balancing',)); refuses unknown modes and flags, and
+    MPOL_F_NUMA_BALANCING with anything but bind (the kernel's EINVAL)."""
+    mode, *flags = str(policy).split("|")
+    if mode not in POLICIES or any(f not in POLICY_FLAGS for f in flags):
+        raise ConfigError(f"{key}: {policy!r} is not a memory policy; accepted: {POLICY_ACCEPTED}")
+    if flags and mode != "bind":
+        raise ConfigError(f"{key}: {policy!r}: the numa_balancing flag (MPOL_F_NUMA_BALANCING) goes with "
+                          f"bind only; accepted: {POLICY_ACCEPTED}")
+    return mode, tuple(flags)
 
 
 @dataclass(frozen=True)
@@ -26,7 +55,8 @@ class Region:
     name: str
     kind: str                 # "anon" or "file"
     pages: int
-    policy: str = "default"   # default (local), bind, preferred, interleave
+    policy: str = "default"   # default (no VMA policy: the task's, else local), bind, preferred, interleave;
+                              # "bind|numa_balancing" adds MPOL_F_NUMA_BALANCING (NUMA-scanned, MORON)
     nodes: tuple[int, ...] = ()
     order: int = 0            # folio order used on faults
     mapped: bool = False      # file regions: also mapped with mmap (a VMA the NUMA scanner walks)
@@ -36,12 +66,47 @@ class Region:
     def __post_init__(self):
         if self.kind not in ("anon", "file"):
             raise ConfigError(f"region {self.name}: kind must be anon or file, got {self.kind!r}")
-        if self.policy not in POLICIES:
-            raise ConfigError(f"region {self.name}: policy must be one of {', '.join(POLICIES)}")
-        if self.policy != "default" and not self.nodes:
+        mode, _ = split_policy(self.policy, f"region {self.name}: policy")
+        if mode != "default" and not self.nodes:
             raise ConfigError(f"region {self.name}: policy {self.policy} needs nodes")
         if self.advice not in ADVICE:
             raise ConfigError(f"region {self.name}: advice must be one of {', '.join(ADVICE)}, got {self.advice!r}")
+
+    @property
+    def is_file(self) -> bool:
+        """A read()-only file: page cache without a VMA (no process maps it)."""
+        return self.kind == "file" and not self.mapped
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process: `threads` tasks sharing one mm. `vmas`: names of the regions it maps at its start
+    (anon or mmap'd file; a read()-only file named here may also be loaded from by the process, the
+    way the one-mm model always allowed, and the NUMA scanner still skips it); `files`: the
+    read()-only files it reads (any process may read() any file; listed for the record and checked
+    to exist). `start_ms`: virtual time it starts. Placement: `cpus` (machine
+    CPU ids, numactl --physcpubind) or `cpunodebind` (nodes, numactl --cpunodebind); threads go to
+    the allowed CPU with the fewest tasks so far, lowest id first. `policy`/`policy_nodes`: its task
+    memory policy (numactl --membind/--preferred/--interleave; 'bind|numa_balancing' is numactl
+    --balancing --membind), used by its VMAs that have no policy of their own."""
+    name: str
+    threads: int = 1
+    vmas: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    start_ms: float = 0.0
+    cpus: tuple[int, ...] = ()
+    cpunodebind: tuple[int, ...] = ()
+    policy: str = "default"
+    policy_nodes: tuple[int, ...] = ()
+
+
+def control_op(kind: str, slot: int = 0, npages: int = 0) -> tuple[int, int]:
+    """(page, op) of a control op: kind is mmap, munmap, brk or exit (tierlab.core.ops CTRL_*);
+    mmap maps region slot `slot` over its first npages (0: all), brk sets its mapped length."""
+    from ..core.ops import CTRL_NAMES, OP_CTRL, ctrl_arg
+    if kind not in CTRL_NAMES:
+        raise ConfigError(f"control op {kind!r}; accepted: {', '.join(CTRL_NAMES)}")
+    return ctrl_arg(slot, npages), OP_CTRL | CTRL_NAMES[kind]
 
 
 @dataclass
@@ -104,14 +169,27 @@ def choice_param(default: str, choices: tuple[str, ...], help: str) -> Param:
     return Param(default, parse, help)
 
 
+def nodes_param(default: str, help: str) -> Param:
+    """A node list such as '0' or '0,1' ('' for none: no restriction)."""
+    def parse(v, key="value"):
+        s = str(v).strip()
+        if not s:
+            return ()
+        try:
+            return tuple(int(x) for x in s.split(","))
+        except ValueError:
+            raise ConfigError(f"{key}: {v!r} is not a node list; accepted: N[,M..] or empty") from None
+    return Param(default, parse, help)
+
+
 def policy_param(default: str, help: str) -> Param:
     """A memory policy: 'default', 'bind:1', 'preferred:0', 'interleave:0,1'."""
     def parse(v, key="value"):
         s = str(v)
         name, _, nodes = s.partition(":")
-        if name not in POLICIES or (name != "default" and not nodes) or (name == "default" and nodes):
-            raise ConfigError(f"{key}: {v!r} is not a memory policy; accepted: default, bind:N[,M..], "
-                              f"preferred:N, interleave:N,M[,..]")
+        mode, _ = split_policy(name, key)
+        if (mode != "default" and not nodes) or (mode == "default" and nodes):
+            raise ConfigError(f"{key}: {v!r} is not a memory policy; accepted: {POLICY_ACCEPTED}")
         try:
             ids = tuple(int(x) for x in nodes.split(",")) if nodes else ()
         except ValueError:
@@ -127,6 +205,7 @@ class Workload:
     description: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
     access_params: ClassVar[tuple[str, ...]] = ()   # the params that set nr_accesses() (named in refusals)
+    control_ops: ClassVar[bool] = False             # True: chunks hold control ops (checked per chunk)
 
     def __init__(self, scale: float = 1.0, **values):
         scale = parse_scale(scale)
@@ -160,6 +239,13 @@ class Workload:
 
     def regions(self) -> list[Region]:
         raise NotImplementedError
+
+    def processes(self) -> list[Process]:
+        """The processes and their threads (tasks, numbered in this order). Default: one process of
+        nr_tasks threads mapping every region from time 0 (the one-mm model)."""
+        regions = self.regions()
+        return [Process("main", threads=self.nr_tasks, vmas=tuple(r.name for r in regions),
+                        files=tuple(r.name for r in regions if r.is_file))]
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
         """Yield the access chunks. A chunk's arrays may be reused for the next chunk (file-read

@@ -26,7 +26,24 @@ from .base import CHUNK_ACCESSES, MAX_TASKS, Chunk, Region, Workload, int_param,
 MAX_RW_COUNT = (1 << 31) - PAGE_SIZE
 
 
-class FileRead(Workload):
+class ReadCalls:
+    """A file of `file_size` read in calls of `read_size` into a one-call anon buffer (file-read's
+    layout; anon-pressure's reader uses it too)."""
+
+    @property
+    def file_pages(self) -> int:
+        return self.file_size // PAGE_SIZE
+
+    @property
+    def pages_per_call(self) -> int:
+        return max(1, min(self.read_size, MAX_RW_COUNT) // PAGE_SIZE)
+
+    @property
+    def buffer_pages(self) -> int:
+        return min(self.pages_per_call, self.file_pages)
+
+
+class FileRead(ReadCalls, Workload):
     name = "file-read"
     description = "cycles of sequential read() of a file in read_size calls into an anonymous buffer (seed 000)"
     params = {
@@ -47,18 +64,6 @@ class FileRead(Workload):
     @property
     def nr_tasks(self) -> int:
         return self.tasks
-
-    @property
-    def file_pages(self) -> int:
-        return self.file_size // PAGE_SIZE
-
-    @property
-    def pages_per_call(self) -> int:
-        return max(1, min(self.read_size, MAX_RW_COUNT) // PAGE_SIZE)
-
-    @property
-    def buffer_pages(self) -> int:
-        return min(self.pages_per_call, self.file_pages)
 
     def regions(self) -> list[Region]:
         fpol, fnodes = self.file_policy

@@ -1,6 +1,6 @@
 """`fio`: buffered file I/O jobs with fio's own option names, reported in fio's JSON shape.
 
-Each of `numjobs` jobs is one task (one process with one thread in fio; tierlab's tasks) that
+Each of `numjobs` jobs is a process with one thread (fio forks a process per job) that
 issues I/Os of `bs` bytes -- one read()/write() call (pread/pwrite) each, or one io_uring request
 -- over its file: its own file of `size` bytes (fio's default, jobname.N.0), or one shared file when
 `filename` is given. The pattern is fio's `rw`: read / write (sequential from the file's start),
@@ -45,8 +45,8 @@ from ..core.state import IODEPTH_MAX
 from ..errors import ConfigError
 from ..units import PAGE_SIZE, parse_number
 from .base import (
-    CHUNK_ACCESSES, MAX_TASKS, Chunk, Param, Region, Workload, choice_param, int_param, policy_param,
-    size_param,
+    CHUNK_ACCESSES, MAX_TASKS, Chunk, Param, Process, Region, Workload, choice_param, int_param,
+    policy_param, size_param,
 )
 
 RW = {  # fio rw= : (random, read share in %: None = rwmixread)
@@ -147,6 +147,11 @@ class Fio(Workload):
         n = 1 if self.shared else self.numjobs
         return [Region(self.filename or f"fio.{j}.0", "file", self.file_pages, pol, nodes, advice=advice)
                 for j in range(n)]
+
+    def processes(self) -> list[Process]:
+        """fio forks a process per job: one process of one thread each, reading its file."""
+        names = [r.name for r in self.regions()]
+        return [Process(f"fio.{j}", files=(names[0 if self.shared else j],)) for j in range(self.numjobs)]
 
     def file_base(self, job: int) -> int:
         return 0 if self.shared else job * self.file_pages

@@ -23,8 +23,8 @@ from ..core.ops import OP_LOAD, OP_MARK, OP_PAGE, OP_READ, OP_STORE, OP_STREAM, 
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
-    CHUNK_ACCESSES, MAX_TASKS, Chunk, Region, Workload, choice_param, float_param, int_param, policy_param,
-    size_param,
+    CHUNK_ACCESSES, MAX_TASKS, Chunk, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
+    policy_param, size_param,
 )
 
 
@@ -41,6 +41,7 @@ class RandomRead(Workload):
         "io": choice_param("mmap", ("mmap", "read"), "file access: 4 KiB loads through mmap (NUMA-scanned) or pread() calls"),
         "policy": policy_param("default", "memory policy of the region, e.g. bind:1"),
         "prefault": int_param(0, "1: populate the region sequentially first (untimed, ends with a MARK)", lo=0, hi=1),
+        "cpunodebind": nodes_param("", "run the tasks on these nodes' CPUs (numactl --cpunodebind), e.g. 0"),
     }
     access_params = ("accesses", "tasks")
 
@@ -60,6 +61,11 @@ class RandomRead(Workload):
         pol, nodes = self.policy
         mapped = self.target == "file" and self.io == "mmap"
         return [Region("data", "anon" if self.target == "anon" else "file", self.pages, pol, nodes, mapped=mapped)]
+
+    def processes(self) -> list[Process]:
+        # seed 002's set-up: cpunodebind=0 with policy=bind|numa_balancing:0,2 on bergamo-cxl
+        return [Process("main", threads=self.tasks, vmas=("data",), cpunodebind=self.cpunodebind,
+                        files=(("data",) if self.target == "file" and self.io == "read" else ()))]
 
     def nr_marks(self) -> int:
         return 2

@@ -1,0 +1,239 @@
+"""tierlab.oracle: the console parser on a recorded guest transcript, the guest's machine and run
+script, the comparison, and one short real guest run (skipped where QEMU, busybox-static, cpio, a
+static libc or the kernel package cannot be had)."""
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tierlab.errors import ConfigError
+from tierlab.kernel import Kernel
+from tierlab.machine import Machine
+from tierlab.oracle import build, guest, suite
+from tierlab.oracle.compare import guest_value, ratio, side_by_side
+from tierlab.oracle.console import ConsoleError, parse_console
+from tierlab.oracle.programs import guest_program
+from tierlab.workloads import make_workload
+
+DATA = Path(__file__).parent / "data" / "oracle"
+# Captured from `tierlab oracle file-read --scale 4 --param file_size=1536MiB --param cycles=2
+# --param file_policy=bind:0 --set demotion_enabled=1` (Linux 6.12.117+deb12-amd64, QEMU 7.2 TCG).
+TRANSCRIPT = DATA / "file-read-demotion.console.txt"
+
+
+@pytest.fixture(scope="module")
+def text() -> str:
+    return TRANSCRIPT.read_text()
+
+
+def _block_names(text: str, what: str) -> list[str]:
+    body = re.search(r"@@tierlab begin " + re.escape(what) + r"\r?\n(.*?)@@tierlab end", text, re.S).group(1)
+    return [ln.split()[0] for ln in body.splitlines() if ln.strip()]
+
+
+# ---- the parser on a real transcript -------------------------------------------------------
+
+def test_parser_reads_every_vmstat_counter(text):
+    g = parse_console(text)
+    names = _block_names(text, "vmstat after")
+    assert len(names) == 185                       # what this 6.12 kernel's /proc/vmstat printed
+    assert list(g.counters.index) == names
+    assert list(g.vmstat_before.index) == names
+    assert (g.counters == g.vmstat_after - g.vmstat_before).all()
+
+
+def test_parser_values_match_the_transcript(text):
+    g = parse_console(text)
+    # after - before, worked out from the two dumps by hand
+    assert g.counters["pgpgin"] == 393_220          # 1536 MiB / 4 read 3 times, in KiB: 3 * 131072 + 4
+    assert g.counters["pgdemote_kswapd"] == 32_288
+    assert g.counters["pgdemote_direct"] == 19_631
+    assert g.counters["allocstall_movable"] == 593
+    assert g.counters["nr_free_pages"] == -98_101   # a gauge: its change over the workload
+    assert guest_value(g.counters, "pgalloc") == 7_228 + 152_079     # pgalloc_dma + pgalloc_dma32
+    assert guest_value(g.counters, "allocstall") == 1 + 593           # allocstall_normal + allocstall_movable
+    assert guest_value(g.counters, "pgpromote_candidate_nrl") is None  # not in Linux 6.12
+
+
+def test_parser_per_node(text):
+    g = parse_console(text)
+    assert list(g.meminfo.index) == [0, 1]
+    assert g.meminfo.loc[0, "MemTotal"] == 218_088 and g.meminfo.loc[1, "MemTotal"] == 2_062_000
+    assert len(g.nodes.columns) == len(_block_names(text, "node1.vmstat after")) == 65
+    assert g.node_counters.loc[0, "pgdemote_kswapd"] == 32_288     # counted on the source node
+    assert g.node_counters.loc[1, "pgdemote_kswapd"] == 0
+    assert g.nodes.loc[1, "nr_free_pages"] == 459_195
+
+
+def test_parser_zones(text):
+    z = parse_console(text).zones
+    assert z.loc[(0, "DMA"), ["free", "min", "low", "high", "promo", "managed", "protection_movable"]].tolist() \
+        == [201, 10, 13, 16, 19, 3_840, 191]
+    assert z.loc[(0, "DMA32"), ["free", "high", "promo", "managed"]].tolist() == [239, 233, 283, 50_682]
+    assert z.loc[(1, "DMA32"), "managed"] > 500_000 and z.loc[(1, "DMA"), "managed"] == 0
+
+
+def test_parser_settings_marks_and_tiers(text):
+    g = parse_console(text)
+    assert g.kernel == "6.12.117+deb12-amd64"
+    assert g.exit_status == 0 and g.errors == []
+    assert g.knobs["numa_balancing"] == "0" and g.knobs["min_free_kbytes"] == "6013"
+    assert g.settings["/sys/kernel/mm/lru_gen/enabled"] == "0x0000"
+    assert g.node_tier() == {0: 4, 1: 22}
+    assert g.marks_s.task.tolist() == [0, 0, 0] and g.marks_s["mark"].tolist() == [0, 1, 2]
+    assert g.marks_s.time_s.is_monotonic_increasing
+    assert g.run_time_s == pytest.approx((21_281_741_483 - 8_026_887_023) / 1e9)
+    assert g.numa_scan_seq == 0                       # NUMA balancing off
+
+
+def test_parser_survives_console_noise(text):
+    noisy = text.replace("@@tierlab begin vmstat after", "[   21.5] some kernel message@@tierlab begin vmstat after")
+    assert parse_console(noisy).counters["pgpgin"] == 393_220
+
+
+def test_parser_refuses_a_truncated_transcript(text):
+    cut = text[:text.index("@@tierlab begin vmstat after")]
+    with pytest.raises(ConsoleError, match="after"):
+        parse_console(cut)
+
+
+def test_side_by_side(text):
+    g = parse_console(text)
+    model = pd.Series({"pgpgin": 393_216, "pgdemote_kswapd": 52_512, "pgalloc": 151_072, "oom_kill": 0,
+                       "promote_deferred_pages": 0})
+    t = side_by_side(g, model).set_index("counter")
+    assert t.loc["pgalloc", "guest"] == 159_307
+    assert t.loc["pgdemote_kswapd", "ratio"] == pytest.approx(52_512 / 32_288)
+    assert "oom_kill" not in t.index                 # neither side counted it
+    assert ratio(5, 0) == math.inf and ratio(0, 0) == 1.0 and math.isnan(ratio(3, None))
+    full = side_by_side(g, model, all_counters=True).set_index("counter")
+    assert full.loc["pgdeactivate", "guest"] == 1_692 and pd.isna(full.loc["pgdeactivate", "model"])
+
+
+# ---- the guest machine and run script ------------------------------------------------------
+
+def test_guest_machine_and_hmat():
+    m = guest.guest_machine(Machine.load("qemu-2node").scaled(4), cpus=2)
+    assert [nd.capacity_bytes >> 20 for nd in m.nodes] == [256, 2048]
+    assert [nd.cpus for nd in m.nodes] == [2, 0]
+    # both preset nodes are equally fast host DRAM; the lower tier comes from adistance 2880 = 5 x 576:
+    # mt_perf_to_adistance gives 576 * (500 / 100) * (100000 / 100000) = 2880
+    assert guest.hmat_numbers(m) == [(100, 100_000), (500, 100_000)]
+    cxl = Machine.load("dram-cxl-1tb")
+    lat, bw = zip(*guest.hmat_numbers(cxl))
+    assert 576 * lat[1] / lat[0] * bw[0] / bw[1] == pytest.approx(2880, rel=0.01)
+    with pytest.raises(ConfigError, match="64 MiB"):
+        guest.guest_machine(Machine.load("qemu-2node").scaled(64), cpus=2)
+
+
+def test_qemu_argv():
+    m = guest.guest_machine(Machine.load("qemu-2node").scaled(4), cpus=2)
+    argv = " ".join(guest.qemu_argv(m, Path("/k"), Path("/i"), Path("/d.img")))
+    assert "-machine q35,hmat=on" in argv and "-smp 2" in argv and "-m 2304M" in argv
+    assert "node,nodeid=0,memdev=m0,cpus=0-1,initiator=0" in argv
+    assert "node,nodeid=1,memdev=m1,initiator=0" in argv
+    assert "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=500" in argv
+    assert "file=/d.img,format=raw,if=virtio,readonly=on" in argv
+
+
+def test_knob_writes():
+    w = guest.knob_writes(Kernel(demotion_enabled=1, numa_balancing=2, hot_threshold_ms=500))
+    names = [n for n, _, _ in w]
+    assert names[-1] == "numa_balancing"               # the scanner starts with its settings in place
+    assert "min_free_kbytes" not in names              # the kernel computes it unless set
+    assert ("hot_threshold_ms", "/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms", "500") in w
+    assert ("demotion_enabled", "/sys/kernel/mm/numa/demotion_enabled", "1") in w
+    assert ("numa_balancing", "/proc/sys/kernel/numa_balancing", "2") in w
+    assert "min_free_kbytes" in [n for n, _, _ in guest.knob_writes(Kernel(min_free_kbytes=8000))]
+    for bad in ({"pagecache_promotion_enabled": 1}, {"swap_size": "1GiB"}, {"lru_batch_size": 15}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            guest.knob_writes(Kernel(**bad))
+
+
+def test_run_script():
+    s = guest.run_script("random-read", ["dir=/mnt", "target=anon"], Kernel(demotion_enabled=1),
+                         guest.MODEL_GUEST_SETTINGS, disk=False)
+    assert "w /sys/kernel/mm/lru_gen/enabled 0" in s and "/dev/vda" not in s
+    assert s.index("dump before") < s.index("/bin/tierlab-random-read dir=/mnt target=anon") < s.index("dump after")
+
+
+def test_guest_programs(tmp_path):
+    w = make_workload("file-read", {"file_size": "1536MiB", "tasks": 2, "file_policy": "bind:0"}, scale=4)
+    prog, args, files = guest_program(w)
+    assert prog == "file-read" and files == {"file0": 384 << 20, "file1": 384 << 20}
+    assert "read_size=1048576" in args and "file_policy=bind:0" in args and "buffer_policy=default" in args
+    w = make_workload("random-read", {"target": "anon", "file_size": "64MiB", "dist": "zipf"})
+    prog, args, files = guest_program(w, seed=3)
+    assert files == {} and "seed=3" in args and "dist=zipf" in args
+    with pytest.raises(ConfigError, match="no guest program"):
+        (tmp_path / "t.csv").write_text("task,page,op\n0,1,0\n0,2,1\n")
+        guest_program(make_workload("trace", {"path": str(tmp_path / "t.csv")}))
+
+
+def test_program_sources_compile():
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found")
+    for src in build.PROGRAM_DIR.glob("*.c"):
+        r = subprocess.run([gcc, "-O2", "-Wall", "-Werror", "-fsyntax-only", str(src)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+# ---- the suite -----------------------------------------------------------------------------
+
+def test_time_matched_knobs():
+    k = suite.time_matched_knobs({"numa_balancing": 2, "scan_delay_ms": 500}, 10)
+    assert k["scan_delay_ms"] == 50 and k["scan_period_min_ms"] == 100 and k["scan_period_max_ms"] == 6000
+    assert k["hot_threshold_ms"] == 100 and k["promote_rate_limit_MBps"] == 655_360 and k["numa_balancing"] == 2
+
+
+def test_suite_entries_are_valid():
+    assert {e.mechanism for e in suite.ENTRIES} == set(suite.MECHANISMS)
+    for mech in suite.MECHANISMS:
+        assert sum(e.mechanism == mech for e in suite.ENTRIES) >= 2
+    for e in suite.ENTRIES:
+        guest_program(make_workload(e.workload, e.params, scale=e.scale))
+        guest.knob_writes(Kernel(**e.knobs))
+
+
+def test_write_doc_keeps_the_text_around_the_tables(tmp_path):
+    doc = tmp_path / "oracle.md"
+    doc.write_text(f"# t\n\nbefore\n\n{suite.BEGIN}\nold table\n{suite.END}\n\nfindings\n")
+    suite.write_doc(doc, "new table")
+    assert doc.read_text() == f"# t\n\nbefore\n\n{suite.BEGIN}\nnew table\n{suite.END}\n\nfindings\n"
+
+
+# ---- a real guest --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def guest_ready():
+    try:
+        guest.require_qemu()
+        build.find_busybox()
+        build.require_tool("cpio", "cpio")
+        build.require_tool("mkfs.ext4", "e2fsprogs")
+        build.ensure_programs()
+        build.ensure_kernel()
+    except build.Unavailable as e:
+        pytest.skip(f"the oracle's guest cannot be built here: {e}")
+
+
+def test_guest_demotes_and_parser_reads_every_counter(guest_ready):
+    """A bound anon region 1.5x node 0 (128 MiB) in the guest: reclaim must demote to node 1."""
+    from tierlab.oracle import run_oracle
+    run = run_oracle("random-read", {"target": "anon", "file_size": "1536MiB", "policy": "bind:0",
+                                     "accesses": 20_000}, {"demotion_enabled": 1}, machine="qemu-2node",
+                     scale=8, timeout_s=300)
+    g = run.guest
+    assert run.warnings == []
+    assert g.node_tier()[0] < g.node_tier()[1]          # node 1 in a lower tier
+    assert g.counters["pgdemote_kswapd"] + g.counters["pgdemote_direct"] > 10_000
+    assert g.counters["pswpout"] == 0 and g.counters["oom_kill"] == 0
+    assert list(g.counters.index) == _block_names(run.transcript, "vmstat after")
+    assert run.model.counters["pgdemote_kswapd"] + run.model.counters["pgdemote_direct"] > 0

@@ -1,0 +1,312 @@
+"""Address spaces: VMAs mapped and unmapped, brk, process exit, and the per-mm counters.
+
+Models mm/mmap.c and mm/vma.c mmap_region() (a VMA appears; no page is touched until it faults),
+do_vmi_munmap()/unmap_region() and brk() (the heap's end moves; shrinking unmaps the tail),
+mm/memory.c unmap_vmas()/zap_pte_range() (each present PTE cleared, each anon folio freed through
+an mmu_gather, each swap entry released), mm/mmu_gather.c (tlb_gather_mmu/__tlb_remove_page/
+tlb_flush_mmu/tlb_finish_mmu: freed pages are gathered and released in batches after a TLB flush),
+mm/mmap.c exit_mmap() (the last user of an mm tears every VMA down) and kernel/exit.c do_exit()
+(exit_task_work runs the task's queued work; mmput drops the mm). The RSS counters are the kernel's
+MM_ANONPAGES / MM_FILEPAGES / MM_SWAPENTS (include/linux/mm_types_task.h), kept up to date by
+faults (memory.py), reclaim (reclaim.py: a mapped folio is unmapped, anon goes to swap) and the
+unmaps here; migration moves a folio between nodes and leaves them alone, as the kernel does.
+
+Address space layout. A workload declares region *slots* (state.Regions: pages [start[r],
+start[r+1])) and maps them into processes, at start or with CTRL_MMAP ops; a slot whose VMA is
+unmapped is free for the next CTRL_MMAP, by any process, so a workload of many short-lived
+processes reuses page ids and its state stays bounded. The workload, not the engine, picks the
+slot: its generator must know the page ids its accesses name before the engine runs them (the way
+a program knows the address mmap returned), and it does so deterministically. A slot is one VMA:
+[start[r], end[r]) is mapped, brk moves end[r] within the slot.
+
+Page-cache pages outlive the mapping and the process: unmapping a file VMA only clears its PTEs
+(a young PTE marks the folio accessed, as zap_present_folio_ptes does); read()-only files have
+no VMA at all. Anon folios of an unmapped range are taken off the LRU and freed; their swap
+entries are released.
+
+Simplifications: a VMA is a whole slot (no munmap of a hole: brk-style tail shrinking only); a
+large folio cut by a brk shrink is freed whole (the kernel splits it and frees the tail, the head
+part faults in again here); the lru_add batches of every CPU are drained before a zap (the kernel
+drains the local CPU's; folios in other CPUs' batches are freed when those drain); freed pages go
+back to their node as they are walked (the mmu_gather batches are counted for the cost: within
+one op nothing can observe the difference); exit_mmap's flushes are local (no other thread of the
+mm is left to shoot down).
+"""
+from __future__ import annotations
+
+import numpy as np
+from ._jit import jit, jit_inline
+
+from .lru import folio_mark_accessed, lru_add_drain_all, lruvec_del_folio
+from .mmzone import free_folio
+from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
+from .params import P
+from .state import (
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
+    PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, region_of,
+)
+
+# mm/mmu_gather.c: the first batch is the MMU_GATHER_BUNDLE (8) pages embedded in struct mmu_gather;
+# then up to MAX_GATHER_BATCH_COUNT (10000 / MAX_GATHER_BATCH) pages of MAX_GATHER_BATCH pointers
+# ((PAGE_SIZE - 16) / 8 = 510) each; when they are full, __tlb_remove_page asks for tlb_flush_mmu
+MMU_GATHER_MAX_PAGES = 8 + (10000 // 510) * 510
+
+
+@jit_inline
+def cpumask_set_cpu(s, mm, cpu):
+    """switch_mm(): the CPU slot now runs (or has run) a thread of the mm."""
+    w = np.int64(cpu) >> 6
+    s.mm[mm].cpumask[w] |= np.uint64(1) << np.uint64(np.int64(cpu) & 63)
+
+
+@jit
+def cpumask_weight(s, mm):
+    n = 0
+    for w in range(MM_CPUMASK_WORDS):
+        x = s.mm[mm].cpumask[w]
+        while x:
+            x &= x - np.uint64(1)
+            n += 1
+    return n
+
+
+@jit_inline
+def get_mm_rss(s, mm):
+    """get_mm_rss(): MM_FILEPAGES + MM_ANONPAGES (+ MM_SHMEMPAGES, which tierlab has none of)."""
+    return s.mm[mm].rss_anon + s.mm[mm].rss_file
+
+
+@jit
+def folio_unmapped_rss(s, head, nr):
+    """A mapped folio loses its PTEs outside an unmap (reclaim's try_to_unmap): its mm's counter
+    drops by nr pages, and an anon folio going to swap leaves nr swap entries in the mm."""
+    mm = s.regions.mm[region_of(s, head)]
+    if mm < 0:
+        return
+    if s.pages.flags2[head] & F2_ANON:
+        s.mm[mm].rss_anon -= nr
+        s.mm[mm].swapents += nr
+    else:
+        s.mm[mm].rss_file -= nr
+
+
+@jit
+def map_file_folio(s, task, head, nr):
+    """A load/store reached a page-cache folio the task's mm does not map yet (filemap_map_pages:
+    a minor fault installs its PTEs). Returns False, with the SIGSEGV recorded in `sys`, when no
+    VMA of the task's mm covers the page; else counts the folio in MM_FILEPAGES."""
+    r = region_of(s, head)
+    mm = s.task[task].mm
+    if s.regions.mm[r] != mm or head >= s.regions.end[r]:
+        s.sys[0].segv_task = task
+        s.sys[0].segv_page = head
+        return False
+    s.mm[mm].rss_file += nr
+    return True
+
+
+@jit_inline
+def vma_covers(s, task, r, page, kind_is_pte):
+    """access_error()/find_vma(): does a VMA of the task's mm map `page` (region slot r)? read()
+    and write() of a file need no VMA; a load/store of a read()-only file needs the file to be
+    mapped by the task's process (workloads.base.Process.vmas)."""
+    if not kind_is_pte and s.regions.kind[r] != REGION_ANON:
+        return True
+    return s.regions.mm[r] == s.task[task].mm and page < s.regions.end[r]
+
+
+@jit
+def tlb_flush_mmu_ns(s, p, mm, fullmm):
+    """One tlb_flush_mmu(): a local flush, plus an IPI to every other CPU that ran the mm (its
+    mm_cpumask) unless the whole mm is going away (exit_mmap), then the release of the batch."""
+    cost = p[P.TLB_FLUSH_NS]
+    if not fullmm:
+        others = cpumask_weight(s, mm) - 1
+        if others > 0:
+            cost += p[P.TLB_IPI_NS] * others
+    return cost
+
+
+@jit
+def zap_pte_range(s, p, r, lo, hi, fullmm):
+    """unmap_page_range() over pages [lo, hi) of slot r: clear every PTE, free the anon folios
+    (off their LRU), release swap entries; file folios stay in the page cache. Pages of the slot go
+    back to their untouched state, so the slot can be mapped again. Returns the cost in ns: per
+    present PTE, per freed page, and one tlb_flush_mmu per MMU_GATHER_MAX_PAGES gathered pages
+    (and one at the end, tlb_finish_mmu, if any page was gathered)."""
+    pg = s.pages
+    mm = s.regions.mm[r]
+    anon = s.regions.kind[r] == REGION_ANON
+    cost = 0.0
+    gathered = 0
+    freed = 0
+    nr_ptes = 0
+    x = lo
+    while x < hi:
+        f2 = pg.flags2[x]
+        if f2 & F2_PRESENT:
+            nr = np.int64(1) << np.int64(pg.order[x] & ORDER_MASK)
+            mapped = (f2 & F2_MAPPED) != 0
+            if mapped:
+                nr_ptes += nr
+            if anon:
+                if pg.flags[x] & PG_LRU:
+                    lruvec_del_folio(s, x)
+                free_folio(s, x)
+                if mapped and mm >= 0:
+                    s.mm[mm].rss_anon -= nr
+                for i in range(nr):
+                    pg.flags[x + i] = 0
+                    pg.flags2[x + i] = 0
+                    pg.order[x + i] = 0
+                    pg.stamp[x + i] = STAMP_NONE
+                gathered += nr
+                freed += nr
+                if gathered >= MMU_GATHER_MAX_PAGES:
+                    cost += tlb_flush_mmu_ns(s, p, mm, fullmm)
+                    gathered = 0
+            elif mapped:
+                if pg.flags[x] & PG_YOUNG:
+                    folio_mark_accessed(s, x)
+                pg.flags[x] &= ~(PG_YOUNG | PG_PROTNONE)
+                pg.flags2[x] = f2 & ~F2_MAPPED
+                if mm >= 0:
+                    s.mm[mm].rss_file -= nr
+            x += nr
+            continue
+        if f2 & F2_SWAPPED:
+            # free_swap_and_cache(): the swap entry goes with the PTE
+            s.sys[0].nr_swap_used -= 1
+            if mm >= 0:
+                s.mm[mm].swapents -= 1
+            nr_ptes += 1
+        elif f2 & F2_MAPPED:
+            nr_ptes += 1                     # the zero page: the PTE goes, nothing is freed
+        if anon:
+            pg.flags[x] = 0
+            pg.flags2[x] = 0
+            pg.stamp[x] = STAMP_NONE
+        else:
+            pg.flags2[x] = f2 & ~F2_MAPPED
+        x += 1
+    if gathered > 0 or nr_ptes > 0:
+        cost += tlb_flush_mmu_ns(s, p, mm, fullmm)
+    cost += p[P.ZAP_PTE_NS] * nr_ptes + p[P.FREE_PAGE_NS] * freed
+    return cost
+
+
+@jit
+def unmap_slot(s, p, r, fullmm):
+    """unmap_region() of a whole VMA, then the slot is free (regions.mm = NO_MM). Returns the cost."""
+    lru_add_drain_all(s)
+    cost = zap_pte_range(s, p, r, s.regions.start[r], s.regions.end[r], fullmm)
+    s.regions.mm[r] = NO_MM
+    if s.regions.kind[r] != REGION_FILE:
+        s.regions.end[r] = s.regions.start[r]
+    return cost
+
+
+@jit
+def mmap_region(s, task, r, npages):
+    """mmap_region(): map free slot r into the task's mm over its first npages (0: all of it). A
+    slot without a VMA policy of its own takes the mm's task policy (get_vma_policy falls back to
+    it). Returns False (refused: the slot is in use) without changing anything."""
+    if s.regions.mm[r] != NO_MM or s.regions.kind[r] == REGION_FILE:
+        return False
+    mm = s.task[task].mm
+    size = s.regions.start[r + 1] - s.regions.start[r]
+    s.regions.mm[r] = mm
+    s.regions.end[r] = s.regions.start[r] + (size if npages <= 0 else min(npages, size))
+    if not s.regions.vma_policy[r]:
+        s.regions.policy[r] = s.mm[mm].policy
+        s.regions.pol_flags[r] = s.mm[mm].policy_flags
+        mask = s.mm[mm].policy_nodes if s.mm[mm].policy != MPOL_DEFAULT else np.uint64(0)
+        k = 0
+        for nid in range(s.regions.nodes.shape[1]):
+            s.regions.nodes[r, nid] = -1
+        for nid in range(min(64, s.regions.nodes.shape[1])):
+            if (mask >> np.uint64(nid)) & np.uint64(1):
+                s.regions.nodes[r, k] = nid
+                k += 1
+    return True
+
+
+@jit
+def do_brk(s, p, task, r, npages):
+    """brk(): move the end of the task's VMA in slot r to npages from its start (within the slot);
+    shrinking unmaps the tail. Returns (ok, cost)."""
+    if s.regions.mm[r] != s.task[task].mm:
+        return False, 0.0
+    new_end = s.regions.start[r] + min(max(npages, 0), s.regions.start[r + 1] - s.regions.start[r])
+    cost = 0.0
+    if new_end < s.regions.end[r]:
+        lru_add_drain_all(s)
+        # a large folio the new end cuts is freed whole (see the module docstring)
+        lo = new_end
+        if lo > s.regions.start[r] and (s.pages.flags2[lo] & F2_PRESENT) == 0:
+            o = np.int64(s.pages.order[lo] & ORDER_MASK)
+            head = lo & ~((np.int64(1) << o) - 1)
+            if head >= s.regions.start[r] and head < lo and (s.pages.flags2[head] & F2_PRESENT):
+                lo = head
+        cost += zap_pte_range(s, p, r, lo, s.regions.end[r], False)
+    s.regions.end[r] = new_end
+    return True, cost
+
+
+@jit
+def exit_mmap(s, p, mm):
+    """exit_mmap(): the mm's last user is gone: unmap every VMA (fullmm gather), free the slots.
+    Returns the cost."""
+    cost = 0.0
+    for r in range(s.regions.kind.shape[0]):
+        if s.regions.mm[r] == mm:
+            cost += unmap_slot(s, p, r, True)
+    return cost
+
+
+@jit
+def do_exit(s, p, task):
+    """do_exit() after exit_task_work (the caller ran the task's queued work): the task is dead;
+    mmput() drops its mm, and the last user tears it down. Returns the cost."""
+    s.task[task].dead = 1
+    mm = s.task[task].mm
+    s.mm[mm].users -= 1
+    if s.mm[mm].users > 0:
+        return 0.0
+    return exit_mmap(s, p, mm)
+
+
+@jit
+def do_ctrl(s, p, task, op, arg):
+    """A control op (ops.CTRL_*) of `task`. Returns (cost in ns, ok); not ok records a SIGSEGV in
+    `sys` (an op on a slot the task's mm does not own, or mmap of a slot in use)."""
+    kind = op & CTRL_KIND_MASK
+    r = arg & ((np.int64(1) << CTRL_ARG_SHIFT) - 1)
+    npages = arg >> CTRL_ARG_SHIFT
+    cost = p[P.SYSCALL_NS] + p[P.VMA_OP_NS]
+    ok = True
+    if kind == CTRL_EXIT:
+        cost = p[P.SYSCALL_NS] + do_exit(s, p, task)
+    elif r < 0 or r >= s.regions.kind.shape[0]:
+        ok = False
+    elif kind == CTRL_MMAP:
+        ok = mmap_region(s, task, r, npages)
+    elif kind == CTRL_MUNMAP:
+        ok = s.regions.mm[r] == s.task[task].mm
+        if ok:
+            cost += unmap_slot(s, p, r, False)
+    elif kind == CTRL_BRK:
+        ok, c = do_brk(s, p, task, r, npages)
+        cost += c
+    else:
+        ok = False
+    if not ok:
+        s.sys[0].segv_task = task
+        s.sys[0].segv_page = s.regions.start[r] if 0 <= r < s.regions.kind.shape[0] else -1
+    return cost, ok
+
+
+def rss_pages(s) -> np.ndarray:
+    """Per mm, get_mm_rss() (pages), for results and tests."""
+    return (s.mm["rss_anon"] + s.mm["rss_file"]).astype(np.int64)
+

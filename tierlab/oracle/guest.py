@@ -1,0 +1,270 @@
+"""Booting the guest: a QEMU machine derived from a tierlab machine preset, the per-run script (guest
+settings, knobs, the workload program) and the console transcript.
+
+The guest machine (`guest_machine`): the preset's nodes with their capacities (after `scale`, rounded
+down to 2 MiB, QEMU's granularity here), their SLIT distances, CPUs only on the preset's CPU nodes
+but at most `cpus` vCPUs in all (TCG runs each vCPU as a host thread; this machine has few cores),
+and HMAT latency/bandwidth entries. The model places a node in a memory tier by its `adistance`; a
+6.12 guest computes a CPU-less node's adistance from HMAT as mt_perf_to_adistance() does:
+576 * (latency / DRAM latency) * (DRAM bandwidth / bandwidth). So each node's HMAT bandwidth is the
+preset's `bandwidth_GBps` and its latency is chosen so that this product gives the preset's
+adistance (`hmat_numbers`); for a preset whose numbers already agree with its adistance this is the
+preset's own latency. QEMU emulates no latency or bandwidth: these numbers only place the tiers.
+
+Guest settings the model has no knob for are fixed to what the model does (`MODEL_GUEST_SETTINGS`),
+and every knob the model reads is written, defaults included (Debian's kernel boots with
+numa_balancing=1 on a NUMA machine; the model's default is 0). A suite entry can override the guest
+settings (e.g. MGLRU on), which is how mechanisms the model does not have yet are added.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..kernel import KNOBS, Kernel
+from ..machine import Machine
+from . import build
+from .build import Unavailable
+
+QEMU = "qemu-system-x86_64"
+MEMTIER_ADISTANCE_DRAM = 576
+NODE_ALIGN = 2 << 20
+DEFAULT_CPUS = 2
+
+# What the model assumes and a 6.12 kernel must be told (path -> value, written before the knobs):
+MODEL_GUEST_SETTINGS = {
+    "/sys/kernel/mm/lru_gen/enabled": "0",       # the model has the classic active/inactive LRU (Debian: MGLRU on)
+    "/proc/sys/vm/watermark_boost_factor": "0",  # the model does not boost watermarks after fragmentation events
+}
+# Kernel command line: quiet console; THP off from boot (the model's workloads fault 4 KiB folios;
+# with THP on, khugepaged also raises min_free_kbytes); no zeroing on allocation (only TCG time);
+# nokaslr: with physical KASLR the kernel image lands on node 0 or node 1 by chance, and node 0's
+# managed memory changed by 15% between boots.
+CMDLINE = ("console=ttyS0 quiet loglevel=1 panic=-1 nokaslr transparent_hugepage=never init_on_alloc=0")
+# Knobs the model has that Linux 6.12 has not (the page-cache promotion RFC): only their defaults run.
+NOT_IN_KERNEL = ("pagecache_promotion_enabled", "pagecache_promotion_cap", "pagecache_promotion_order")
+
+
+# ---------------------------------------------------------------------------------------------
+# the machine
+
+
+def guest_machine(machine: Machine, cpus: int = DEFAULT_CPUS) -> Machine:
+    """`machine` as the guest is booted: capacities rounded down to 2 MiB, at most `cpus` vCPUs
+    (each CPU node keeps at least one, the rest go to CPU nodes in order)."""
+    cpu_nodes = [i for i, nd in enumerate(machine.nodes) if nd.cpus > 0]
+    if cpus < len(cpu_nodes):
+        raise ConfigError(f"cpus: {cpus} is too few; the machine has {len(cpu_nodes)} nodes with CPUs and each needs one")
+    give = {i: 1 for i in cpu_nodes}
+    left = cpus - len(cpu_nodes)
+    for i in cpu_nodes:
+        extra = min(left, machine.nodes[i].cpus - 1)
+        give[i] += extra
+        left -= extra
+    nodes = []
+    for i, nd in enumerate(machine.nodes):
+        cap = nd.capacity_bytes // NODE_ALIGN * NODE_ALIGN
+        if cap < 64 << 20:
+            raise ConfigError(f"machine: node{i} has {nd.capacity_bytes >> 20} MiB; a guest node needs at "
+                              "least 64 MiB (use a smaller --scale)")
+        nodes.append(dataclasses.replace(nd, capacity_bytes=cap, cpus=give.get(i, 0)))
+    return dataclasses.replace(machine, nodes=tuple(nodes))
+
+
+def hmat_numbers(machine: Machine) -> list[tuple[int, int]]:
+    """(latency ns, bandwidth MB/s) per node for QEMU's HMAT, such that the kernel's
+    mt_perf_to_adistance() computes each node's preset adistance (see the module docstring)."""
+    ref = next(nd for nd in machine.nodes if nd.cpus > 0)
+    out = []
+    for nd in machine.nodes:
+        bw = max(1, round(nd.bandwidth_GBps * 1000))
+        ratio = nd.adistance / MEMTIER_ADISTANCE_DRAM * (bw / round(ref.bandwidth_GBps * 1000))
+        out.append((max(1, round(ref.rand_line_ns * ratio)), bw))
+    return out
+
+
+def qemu_argv(machine: Machine, kernel: Path, initrd: Path, disk: Path | None, accel: str = "tcg") -> list[str]:
+    """The QEMU command line for `machine` (already a `guest_machine`)."""
+    cpus = [nd.cpus for nd in machine.nodes]
+    total_mb = sum(nd.capacity_bytes for nd in machine.nodes) >> 20
+    argv = [QEMU, "-machine", "q35,hmat=on", "-cpu", "max", "-smp", str(sum(cpus)), "-m", f"{total_mb}M",
+            "-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot"]
+    argv += ["-accel", accel]
+    first = 0
+    cpu_nodes = [i for i, c in enumerate(cpus) if c]
+    for i, nd in enumerate(machine.nodes):
+        argv += ["-object", f"memory-backend-ram,id=m{i},size={nd.capacity_bytes >> 20}M"]
+        node = f"node,nodeid={i},memdev=m{i}"
+        if cpus[i]:
+            node += f",cpus={first}-{first + cpus[i] - 1}"
+            first += cpus[i]
+        # a CPU-less node's local initiator is its nearest CPU node
+        init = i if cpus[i] else min(cpu_nodes, key=lambda c: (machine.distance[i][c], c))
+        argv += ["-numa", node + f",initiator={init}"]
+    n = machine.nr_nodes
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                argv += ["-numa", f"dist,src={i},dst={j},val={machine.distance[i][j]}"]
+    hmat = hmat_numbers(machine)
+    for i in cpu_nodes:
+        for j in range(n):
+            lat, bw = hmat[j]
+            lat = max(1, round(lat * machine.distance[i][j] / machine.distance[j][j])) if i != j and cpus[j] else lat
+            for kind, val in (("access-latency", f"latency={lat}"), ("access-bandwidth", f"bandwidth={bw}M")):
+                argv += ["-numa", f"hmat-lb,initiator={i},target={j},hierarchy=memory,data-type={kind},{val}"]
+    argv += ["-kernel", str(kernel), "-initrd", str(initrd), "-append", CMDLINE]
+    if disk is not None:
+        argv += ["-drive", f"file={disk},format=raw,if=virtio,readonly=on"]
+    return argv
+
+
+# ---------------------------------------------------------------------------------------------
+# the run script
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def knob_writes(kernel: Kernel) -> list[tuple[str, str, str]]:
+    """(name, path, value) for every knob to write in the guest: every knob with a sysfs/sysctl/
+    debugfs path, at its value in `kernel` (min_free_kbytes only when set, else the kernel's own
+    computation stands). Knobs without a path in Linux 6.12 must be at their defaults."""
+    out = []
+    set_ = kernel.to_dict()
+    for name, knob in KNOBS.items():
+        if name in NOT_IN_KERNEL or not knob.where.startswith("/"):
+            if name in set_ and set_[name] != knob.default:
+                raise ConfigError(f"{name}: Linux 6.12 has no such setting ({knob.where}); the oracle runs it "
+                                  f"only at its default {_fmt(knob.default)}")
+            continue
+        if knob.default is None and name not in set_:
+            continue
+        out.append((name, knob.where, _fmt(kernel.get(name))))
+    # numa_balancing last: the scanner starts with its debugfs settings already in place
+    out.sort(key=lambda t: t[0] == "numa_balancing")
+    return out
+
+
+def _device_path(path: str, disk: bool) -> str:
+    """A knob path of the block device files live on (/sys/block/<dev>/...): the guest's disk
+    (vda), or '' when the guest has none (the files are then in its initramfs)."""
+    if "<dev>" not in path:
+        return path
+    return path.replace("<dev>", "vda") if disk else ""
+
+
+def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: dict[str, str],
+               disk: bool) -> str:
+    """/run.sh: mount the disk, write settings and knobs (and report them), dump the counters
+    before, run the workload, dump them after. Lines the host parses start with @@tierlab."""
+    lines = [
+        "w() { printf '%s' \"$2\" > \"$1\" || echo \"@@tierlab error cannot write $2 to $1\"; }",
+        "dump() {",
+        "  echo 1 > /proc/sys/vm/stat_refresh",
+        "  echo \"@@tierlab begin vmstat $1\"; cat /proc/vmstat; echo '@@tierlab end'",
+        "  echo \"@@tierlab begin zoneinfo $1\"; cat /proc/zoneinfo; echo '@@tierlab end'",
+        "  for n in /sys/devices/system/node/node[0-9]*; do",
+        "    for f in meminfo vmstat; do",
+        "      echo \"@@tierlab begin ${n##*/}.$f $1\"; cat $n/$f; echo '@@tierlab end'",
+        "    done",
+        "  done",
+        "}",
+        "echo \"@@tierlab kernel $(uname -r)\"",
+    ]
+    if disk:
+        lines.append("mount -t ext4 -o ro /dev/vda /mnt || echo '@@tierlab error cannot mount /dev/vda'")
+    for path, value in guest_settings.items():
+        lines.append(f"w {shlex.quote(path)} {shlex.quote(value)}")
+    for name, path, value in knob_writes(kernel):
+        if _device_path(path, disk):
+            lines.append(f"w {shlex.quote(_device_path(path, disk))} {shlex.quote(value)}")
+    for path in guest_settings:
+        lines.append(f"echo \"@@tierlab setting {path} $(cat {shlex.quote(path)})\"")
+    for name, knob in KNOBS.items():
+        if knob.where.startswith("/") and name not in NOT_IN_KERNEL and _device_path(knob.where, disk):
+            lines.append(f"echo \"@@tierlab knob {name} $(cat {shlex.quote(_device_path(knob.where, disk))})\"")
+    lines += [
+        "for t in /sys/devices/virtual/memory_tiering/memory_tier*; do",
+        "  echo \"@@tierlab tier ${t##*memory_tier} $(cat $t/nodelist)\"",
+        "done",
+        "dump before",
+        # the program stops itself (SIGSTOP) when done, so "after" sees its memory still mapped, as
+        # the model's final state does; then it is killed. A program that fails exits instead.
+        " ".join([shlex.quote(f"/bin/tierlab-{program}")] + [shlex.quote(a) for a in args]) + " &",
+        "pid=$!",
+        "while s=$(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null) && [ \"$s\" != T ] && [ \"$s\" != Z ]; do sleep 0.1; done",
+        "if [ \"$s\" = T ]; then",
+        "  echo '@@tierlab exit 0'; dump after",
+        "  for t in /proc/$pid/task/*; do",
+        "    echo \"@@tierlab begin task${t##*/}.sched after\"; cat $t/sched; echo '@@tierlab end'",
+        "  done",
+        "  kill -9 $pid; wait $pid 2>/dev/null",
+        "else",
+        "  wait $pid; echo \"@@tierlab exit $?\"; dump after",
+        "fi",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# booting
+
+
+@dataclass
+class Boot:
+    transcript: str
+    wall_s: float
+    argv: list[str] = field(default_factory=list)
+    kernel_package: str = ""
+
+
+def require_qemu() -> str:
+    return build.require_tool(QEMU, "qemu-system-x86")
+
+
+def boot(machine: Machine, program: str, args: list[str], files: dict[str, int], kernel: Kernel,
+         guest_settings: dict[str, str] | None = None, timeout_s: float = 900, accel: str = "tcg",
+         log=None) -> Boot:
+    """Build (or take from the cache) everything, boot `machine` (a `guest_machine`), run `program`
+    with `args` over a disk holding `files`, and return the console transcript."""
+    settings = dict(MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
+    script = run_script(program, args, kernel, settings, disk=bool(files))  # refuses bad knobs first
+    require_qemu()
+    gk = build.ensure_kernel(log)
+    base = build.ensure_base_initramfs(gk, log)
+    disk = build.ensure_disk(files, log)
+    with tempfile.TemporaryDirectory(prefix="tierlab-oracle-") as tmp:
+        initrd = build.run_initramfs(base, script, Path(tmp) / "initrd")
+        argv = qemu_argv(machine, gk.vmlinuz, initrd, disk, accel)
+        if log:
+            log(f"booting {gk.release} under QEMU ({accel}): "
+                + ", ".join(f"node{i} {nd.capacity_bytes >> 20} MiB cpus={nd.cpus}" for i, nd in enumerate(machine.nodes)))
+        out_path = Path(tmp) / "console.txt"
+        t0 = time.monotonic()
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                tail = out_path.read_text(errors="replace")[-2000:]
+                raise GuestError(f"the guest did not finish within {timeout_s:.0f} s; console tail:\n{tail}") from None
+        text = out_path.read_bytes().decode(errors="replace")
+        if proc.returncode != 0:
+            raise Unavailable(f"{QEMU} exited with status {proc.returncode}: {text[-1500:]}")
+    return Boot(transcript=text, wall_s=time.monotonic() - t0, argv=argv, kernel_package=gk.package)
+
+
+class GuestError(RuntimeError):
+    """The guest ran but did not produce a complete result (the message holds the console's tail)."""
+
