@@ -19,6 +19,14 @@ candidate: ops.ACCESS_*); the run loop then takes that access from the start -- 
 the out-of-line calls itself. So the fast and the general case cannot differ: they are the same code. A mechanism
 that adds work on the access path adds it in filemap.py or memory.py, once. Control ops (mmap,
 munmap, brk, exit: ops.OP_CTRL) stop the fast case like a MARK and go to task_ctrl (mm.py).
+
+File I/O. The end of a read()/write() call (an op with SYSCALL_END) is fileio.syscall_end() in
+both cases: the call's exit, its completion under the task's I/O engine, its latency histogram.
+Before the general case takes a read() it notes the call's remaining pages (readahead's req_count)
+when the page misses or is the task's PG_readahead mark, and at the mark starts the async
+readahead (readahead.page_cache_async_ra) before the access waits for its own window. A task
+whose clock has reached its `stop_at` (a phase's runtime) issues nothing more: the rest of its
+chunk is skipped.
 """
 from __future__ import annotations
 
