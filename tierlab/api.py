@@ -30,9 +30,10 @@ from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
 from .kernel import KNOBS, Kernel
 from .machine import Machine
-from .workloads.base import Workload
+from .workloads.base import Progress, Workload
 
 SAMPLE_BLOCK = 4096
+DISKSTATS = ("rd_ios", "rd_sectors", "rd_ticks_ns", "wr_ios", "wr_sectors", "wr_ticks_ns", "last_done_ns")
 
 if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab.kernel describes
     raise ImportError(f"tierlab.kernel.KNOBS and core.params.KNOB_NAMES differ: {sorted(set(KNOBS) ^ set(KNOB_NAMES))}")
@@ -57,6 +58,11 @@ class Result:
     processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
     locks: pd.DataFrame = field(default_factory=pd.DataFrame)
     tasks: pd.DataFrame = field(default_factory=pd.DataFrame)   # CPU time per task and kswapd
+    clat_hist: np.ndarray | None = None   # int64[task, read/write, bucket]: read()/write() completion
+                                          # latencies in fio's buckets (core/fileio.py)
+    io_done_s: pd.Series | None = None    # per task: when its last read()/write() call completed
+    devices: pd.DataFrame | None = None   # per block device: /proc/diskstats fields
+    summary: dict = field(default_factory=dict)   # the workload's own report (Workload.summary: fio's JSON)
 
     def to_dict(self) -> dict:
         return {
@@ -66,6 +72,8 @@ class Result:
             "task_times_s": [float(x) for x in self.task_times_s],
             "marks_s": self.marks_s.to_dict(orient="list"),
             "tasks": self.tasks.to_dict(orient="records"),
+            "devices": [] if self.devices is None else self.devices.to_dict(orient="records"),
+            "summary": self.summary,
             "config": self.config,
         }
 
@@ -117,6 +125,7 @@ class Simulation:
         self._scratch = np.zeros(64, dtype=np.int64)
         self._cands = np.zeros(machine.nr_nodes, dtype=np.int64)
         self._chunks = None
+        self.phase_start_ns = 0        # when the last phase started (Chunk.start_phase)
 
     # ---- set-up ----------------------------------------------------------------------------
     def _build_state(self) -> st.SimState:
@@ -136,6 +145,9 @@ class Simulation:
             region_order=[r.order for r in self._regions],
             region_mm=lay.region_mm, region_mapped=lay.region_mapped, region_pol_flags=lay.region_pol_flags,
             region_vma_policy=lay.region_vma_policy,
+            region_advice=[st.FADV_CODES[r.advice] for r in self._regions],
+            devices=[d.engine_figures() for d in m.devices],
+            task_iodepth=w.task_iodepth(),
             managed=managed,
             wmark=setup_watermarks(managed, self._min_free_kbytes(total_pages),
                                    int(self.kernel.watermark_scale_factor)),
@@ -212,10 +224,20 @@ class Simulation:
 
     # ---- running ---------------------------------------------------------------------------
     def run(self, chunks=None, progress=None) -> "Simulation":
-        """Run the workload's chunks (or the given iterable of Chunk)."""
+        """Run the workload's chunks (or the given iterable of Chunk). A generator of chunks gets a
+        Progress (workloads.base) sent in after each of its chunks has run."""
         if chunks is None:
             chunks = self.workload.chunks(self.seed)
-        for ch in chunks:
+        it = iter(chunks)
+        send = getattr(it, "send", None)
+        fed = None
+        while True:
+            try:
+                ch = next(it) if fed is None or send is None else send(fed)
+            except StopIteration:
+                break
+            if ch.start_phase:
+                self._start_phase(ch.runtime_ns)
             if self.workload.control_ops:
                 check_control_ops(ch, self._regions, self.state)
             pos = ch.offsets[:-1].copy()
@@ -237,8 +259,25 @@ class Simulation:
                 break
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
+            task = self.state.task
+            fed = Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
+                           phase_start_ns=self.phase_start_ns)
         self._drain_samples()
         return self
+
+    def _start_phase(self, runtime_ns: int | None) -> None:
+        """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier
+        CPU idles until then), with empty latency histograms, and stops issuing accesses
+        runtime_ns later (None: no limit)."""
+        s = self.state
+        t0 = int(max(s.cpu["clock"].max(), s.task["end"].max()))
+        s.cpu["clock"] = t0
+        s.task["end"] = t0
+        s.task["stop_at"] = st.NO_STOP if runtime_ns is None else t0 + int(runtime_ns)
+        s.task["call_clock"] = t0
+        s.task["clat_hist"] = 0
+        s.sys[0]["now"] = max(int(s.sys[0]["now"]), t0)
+        self.phase_start_ns = t0
 
     def _oom_message(self) -> str:
         s = self.state
@@ -299,13 +338,22 @@ class Simulation:
         ts = pd.DataFrame(rows, columns=cols)
         ts["time_s"] = ts["time_s"] / 1e9
         task_times = pd.Series(s.task["end"] / 1e9, name="time_s")
+        # when each task's I/O is done: its clock, or the completion of its last call in flight
+        inflight = [s.task[t]["inflight"][:int(s.task[t]["nr_inflight"])] for t in range(len(s.task))]
+        io_done = pd.Series([max(int(s.task[t]["end"]), int(f.max()) if len(f) else 0) / 1e9
+                             for t, f in enumerate(inflight)], name="time_s")
         task_times.index.name = "task"
         mk = [(t, i, s.marks[t, i] / 1e9) for t in range(s.marks.shape[0]) for i in range(int(s.task[t]["nr_marks"]))]
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
-        return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
-                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config(), processes=self.processes(), locks=self._locks(),
-                      tasks=self.cpu_times())
+        devs = pd.DataFrame({"name": [d.name for d in m.devices],
+                             **{k: s.blkdev[k].astype(np.int64) for k in DISKSTATS}})
+        devs.index.name = "device"
+        res = Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
+                     task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
+                     config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
+                     devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times())
+        res.summary = self.workload.summary(res, self.phase_start_ns)
+        return res
 
     def processes(self) -> pd.DataFrame:
         """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS

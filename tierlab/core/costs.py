@@ -35,8 +35,6 @@ COSTS = {
     "zero_page_ns": (250.0, "ns", "clearing a 4 KiB page (clear_page with rep stosb at ~16 GB/s)."),
     "pagecache_insert_ns": (400.0, "ns", "adding a new folio to the page cache on a miss: allocation, xarray "
                             "insert, lru_add, readahead bookkeeping."),
-    "io_seq_4k_ns": (1300.0, "ns", "one 4 KiB page of sequential readahead from an NVMe SSD (~3 GB/s)."),
-    "io_rand_4k_ns": (80000.0, "ns", "one random 4 KiB read from an NVMe SSD at queue depth 1 (~80 us)."),
     "swap_out_4k_ns": (10000.0, "ns", "writing a 4 KiB anon page to swap on NVMe, amortised in reclaim."),
     "swap_in_4k_ns": (80000.0, "ns", "a synchronous 4 KiB swap-in from NVMe (major fault)."),
     "reclaim_scan_ns": (120.0, "ns", "isolating and checking one folio in shrink_folio_list (rmap walk "

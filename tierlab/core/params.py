@@ -35,6 +35,7 @@ KNOB_NAMES = (
     "sched_min_granularity_ns",
     "sched_wakeup_granularity_ns",
     "sched_tunable_scaling",          # SCHED_TUNABLESCALING_* (sched.py)
+    "read_ahead_kb",
 )
 # from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
 MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")

@@ -23,7 +23,8 @@ Simplifications, and why:
 - get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - Dirty file folios are written back and reclaimed in the same pass (the kernel tags them
-  PG_reclaim and reclaims them after the flusher); the write-back is charged as pgpgout + I/O.
+  PG_reclaim and reclaims them after the flusher); the write-back is pgpgout and a write request on
+  the block device (blkdev.py), which takes device capacity from readers but no reclaim time.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from .lru import (
     can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, node_lru_pages,
     workingset_eviction,
 )
+from .blkdev import FILE_DEV, blk_submit
 from .migrate import batch_cost, move_isolated_folio
 from .mm import folio_unmapped_rss
 from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
@@ -131,8 +133,9 @@ def folio_check_references(s, x):
 @jit
 def reclaim_folio(s, p, nid, x, now):
     """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry (under
-    the mapping's xa_lock: __remove_mapping). Returns (pages reclaimed, cost); 0 pages means the
-    folio must be kept (no swap space)."""
+    the mapping's xa_lock: __remove_mapping; a dirty one written to the block device first:
+    pageout(), asynchronous, so only the device's capacity is used, not reclaim's time). Returns
+    (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
     nr = folio_nr_pages(s, x)
     cost = p[P.RECLAIM_FREE_NS]
     if s.pages.flags2[x] & F2_ANON:
@@ -145,8 +148,8 @@ def reclaim_folio(s, p, nid, x, now):
     else:
         if s.pages.flags[x] & PG_DIRTY:
             s.counters[nid, Vm.PGPGOUT] += nr * 4
-            cost += p[P.IO_SEQ_4K_NS] * nr
-        cost += i_pages_lock(s, p, x, now + np.int64(cost - p[P.RECLAIM_FREE_NS]))  # after the write-back
+            blk_submit(s, FILE_DEV, now, nr, True)
+        cost += i_pages_lock(s, p, x, now)
     if s.pages.flags2[x] & F2_MAPPED:
         folio_unmapped_rss(s, x, nr)       # try_to_unmap(): the mm's RSS drops (anon: a swap entry)
     free_folio(s, x)
