@@ -43,20 +43,20 @@ CONFIG_RUNS = {
         "machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 3,
         "params": {"file_size": "2GiB", "accesses": "1000000", "target": "anon", "dist": "zipf"},
         "knobs": {"numa_balancing": 2, "demotion_enabled": 1, "scan_delay_ms": 0,
-                  "scan_period_min_ms": 10, "scan_size_mb": 4},
+                  "scan_period_min_ms": 640, "scan_size_mb": 256},
     },
     # mmap'd file, uniform reads, tiering hint faults on the spilled part
     "mmap-random-read-tiering": {
         "machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 5,
         "params": {"file_size": "1GiB", "accesses": "600000", "io": "mmap", "prefault": "1"},
         "knobs": {"numa_balancing": 2, "demotion_enabled": 1, "scan_delay_ms": 0,
-                  "scan_period_min_ms": 10, "scan_size_mb": 4},
+                  "scan_period_min_ms": 640, "scan_size_mb": 256},
     },
     # anon larger than the one node: swap out / swap in, workingset refaults
     "anon-swap-single-node": {
         "machine": "altra-1node", "workload": "random-read", "scale": 4096, "seed": 11,
         "params": {"file_size": "384GiB", "accesses": "400000", "target": "anon", "dist": "zipf"},
-        "knobs": {"swap_size": "64GiB"},
+        "knobs": {"swap_size": "256GiB"},
     },
     # three tasks reading one file with pread() on a two-node machine (scheduler interleaving)
     "multi-task-pread": {

@@ -91,7 +91,7 @@ class RefModel:
         for r in regions:
             kind = "anon" if r.kind == "anon" else ("mapped" if r.mapped else "file")
             self.regions.append(dict(start=start, end=start + r.pages, kind=kind, policy=r.policy,
-                                     nodes=list(r.nodes), order=r.order))
+                                     nodes=list(r.nodes), order=r.order, advice=r.advice))
             start += r.pages
         P = start
         self.node = [-1] * P
@@ -105,6 +105,9 @@ class RefModel:
         self.promo_count = [0] * nr_tasks
         self.last_page = [-2] * nr_tasks
         self.call_start = [1] * nr_tasks
+        self.ra = [dict(file=-1, start=0, size=0, async_size=0, mark=-1) for _ in range(nr_tasks)]
+        self.prev_pos = [-1] * nr_tasks
+        self.req = [0] * nr_tasks
         self.counters = [defaultdict(int) for _ in range(self.N)]
         self.nonresident_age = [0] * self.N
         self.refault_snap = [[0, 0] for _ in range(self.N)]
@@ -584,29 +587,23 @@ class RefModel:
     # ---- faults and accesses (mm/memory.c, mm/filemap.c) --------------------------------------
     def folio_order_for(self, r, page):
         reg = self.regions[r]
+        lo, hi = reg["start"], reg["end"]
         order = reg["order"]
         anon = reg["kind"] == "anon"
         while order > 0:
             if not (anon and order == 1):
                 nr = 1 << order
                 head = page & ~(nr - 1)
-                if head >= reg["start"] and head + nr <= reg["end"] and \
+                if head >= lo and head + nr <= hi and \
                         not any(self.flags2[head + i] & (PRESENT | MAPPED) for i in range(nr)):
                     return order
             order -= 1
         return 0
 
-    def fault_in(self, task, cpu, page, op):
-        r = self.region_of(page)
+    def new_folio(self, r, cpu, page, order):
+        """A new folio of `order` holding `page`: allocated, accounted, present, with the flags its
+        shadow or swap entry restores. Returns (nid, head, nr, pages that were in swap)."""
         anon = self.regions[r]["kind"] == "anon"
-        kind = op & KIND
-        cpu_nid = self.cpu_node[cpu]
-        if anon and kind == LOAD and not self.flags2[page] & SWAPPED:
-            if not self.flags2[page] & MAPPED:           # map the shared zero page
-                self.flags2[page] |= MAPPED
-                self.count(cpu_nid, "pgfault")
-            return
-        order = self.folio_order_for(r, page)
         nr = 1 << order
         head = page & ~(nr - 1)
         evict_nid = self.node[page]
@@ -615,7 +612,7 @@ class RefModel:
         shadow_ws = self.flags[page] & WORKINGSET
         nid = self.alloc_folio(r, cpu, head, nr)
         if nid < 0:
-            raise OutOfMemory(page)
+            return nid, head, nr, 0
         nr_swapped = 0
         for i in range(nr):
             self.order[head + i] = order
@@ -631,6 +628,24 @@ class RefModel:
             self.stamp[head] = shadow_age
             self.workingset_refault(head, nid, evict_nid)
         self.stamp[head] = STAMP_NONE
+        return nid, head, nr, nr_swapped
+
+    def fault_in(self, task, cpu, page, op):
+        r = self.region_of(page)
+        anon = self.regions[r]["kind"] == "anon"
+        kind = op & KIND
+        cpu_nid = self.cpu_node[cpu]
+        if anon and kind == LOAD and not self.flags2[page] & SWAPPED:
+            if not self.flags2[page] & MAPPED:           # map the shared zero page
+                self.flags2[page] |= MAPPED
+                self.count(cpu_nid, "pgfault")
+            return
+        if not anon and kind != WRITE:
+            self.read_miss(task, cpu, r, page, op)
+            return
+        nid, head, nr, nr_swapped = self.new_folio(r, cpu, page, self.folio_order_for(r, page))
+        if nid < 0:
+            raise OutOfMemory(page)
         if anon:
             self.count(cpu_nid, "pgfault")
             if nr_swapped:
@@ -640,13 +655,121 @@ class RefModel:
             # a write fault maps the new (or swapped-in) folio writable; a read-faulted swap-in is
             # read-only
             self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
-        else:
-            self.count(nid, "pgpgin", 4 * nr)
-            if kind <= STORE:
-                self.count(cpu_nid, "pgfault")
-                self.count(cpu_nid, "pgmajfault")
-                self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
         self.folio_add_lru(cpu, head)
+
+    # ---- readahead (mm/readahead.c), as tierlab/core/readahead.py describes it -----------------
+    # ra state per task: dict(file, start, size, async, mark), prev_pos (the page after the
+    # previous read(), -1), req (pages left in the current read())
+    RA_PAGES = 32                 # read_ahead_kb = 128
+    IO_PAGES = 32                 # max_sectors_kb = 128 (the default device)
+
+    def present(self, x):
+        return bool(self.flags2[self.head_of(x)] & PRESENT)
+
+    def ra_read(self, cpu, r, start, end, mark):
+        """Folios for the absent pages of [start, end) (cut at EOF), the one holding `mark` marked.
+        Returns (marked head or -1, first page not handled)."""
+        end = min(end, self.regions[r]["end"])
+        marked = -1
+        x = start
+        while x < end:
+            if self.present(x):
+                h = self.head_of(x)
+                x = h + self.nr(h)
+                continue
+            nid, head, nr, _ = self.new_folio(r, cpu, x, self.folio_order_for(r, x))
+            if nid < 0:
+                break
+            self.folio_add_lru(cpu, head)
+            self.count(nid, "pgpgin", 4 * nr)
+            if head <= mark < head + nr:
+                marked = head
+            x = head + nr
+        return marked, x
+
+    def ra_pages(self, r):
+        return self.RA_PAGES * (2 if self.regions[r]["advice"] == "sequential" else 1)
+
+    def max_pages(self, rap, req):
+        return min(req, self.IO_PAGES) if req > rap and self.IO_PAGES > rap else rap
+
+    def ra_window(self, task, cpu, r, start, size, async_size):
+        ra = self.ra[task]
+        ra.update(start=start, size=size, async_size=async_size)
+        ra["mark"], x = self.ra_read(cpu, r, start, start + size, start + size - async_size)
+        return x
+
+    def sync_ra(self, task, cpu, r, page, req):
+        ra = self.ra[task]
+        if ra["file"] != r:
+            self.ra[task] = ra = dict(file=r, start=0, size=0, async_size=0, mark=-1)
+            self.prev_pos[task] = -1
+        lo = self.regions[r]["start"]
+        req = max(req, 1)
+        rap = self.ra_pages(r)
+        if self.regions[r]["advice"] == "random" or rap == 0:
+            n = 1 if rap == 0 else min(req, max(self.IO_PAGES, rap))
+            return self.ra_read(cpu, r, page, page + n, -1)[1] > page
+        mx = self.max_pages(rap, req)
+        prev = self.prev_pos[task]
+        if page == lo or req > mx or (prev >= 0 and 0 <= page - prev <= 1):
+            size = 1
+            while size < req:
+                size *= 2
+            size = size * 4 if size <= mx // 32 else size * 2 if size <= mx // 4 else mx
+            async_size = size - req if size > req else size >> 1
+        else:
+            miss = page - 1
+            for _ in range(mx):                  # page_cache_prev_miss
+                if miss < lo:
+                    miss = lo - 1
+                    break
+                if not self.present(miss):
+                    break
+                miss -= 1
+            contig = page - miss - 1
+            if contig <= req:
+                return self.ra_read(cpu, r, page, page + req, -1)[1] > page
+            if miss < lo:
+                contig *= 2
+            size, async_size = min(contig + req, mx), 1
+        return self.ra_window(task, cpu, r, page, size, async_size) > page
+
+    def async_ra(self, task, cpu, page, req):
+        ra = self.ra[task]
+        ra["mark"] = -1
+        r = ra["file"]
+        mx = self.max_pages(self.ra_pages(r), max(req, 1))
+        expected = (ra["start"] + ra["size"] - ra["async_size"]) & ~(self.nr(self.head_of(page)) - 1)
+        assert page == expected
+        cur = ra["size"]
+        start = ra["start"] + cur
+        size = max(cur, 4 * cur if cur < mx // 16 else 2 * cur if cur <= mx // 2 else mx)
+        align = 1 << min(2, (mx & -mx).bit_length() - 1)
+        end = start + size
+        if end & ~(align - 1) > start:
+            size -= end - (end & ~(align - 1))
+        self.ra_window(task, cpu, r, start, size, size)
+
+    def read_miss(self, task, cpu, r, page, op):
+        kind = op & KIND
+        if kind == READ:
+            if not self.sync_ra(task, cpu, r, page, self.req[task]):
+                raise OutOfMemory(page)
+            return
+        rap = self.ra_pages(r)
+        if op & STREAM and rap > 0 and self.regions[r]["advice"] != "random":
+            ok = self.sync_ra(task, cpu, r, page, rap)
+        else:
+            order = self.folio_order_for(r, page)
+            head = page & ~((1 << order) - 1)
+            ok = self.ra_read(cpu, r, head, head + (1 << order), -1)[1] > page
+        if not ok:
+            raise OutOfMemory(page)
+        cpu_nid = self.cpu_node[cpu]
+        self.count(cpu_nid, "pgfault")
+        self.count(cpu_nid, "pgmajfault")
+        self.flags2[self.head_of(page)] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
 
     def access(self, task, cpu, page, op):
         head = self.head_of(page)
@@ -665,6 +788,10 @@ class RefModel:
             self.last_page[task] = page
             if kind == WRITE:
                 self.flags[head] |= DIRTY
+            if page == self.ra[task]["mark"]:
+                self.ra[task]["mark"] = -1               # an evicted marked folio, read again
+            if op & SYSCALL_END and kind == READ:
+                self.prev_pos[task] = page + 1
             return
         if not self.flags2[head] & MAPPED:
             self.flags2[head] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
@@ -773,6 +900,17 @@ class RefModel:
             wakeups = self.wakeups
             while pos[t] < len(per_task[t]):
                 page, op = per_task[t][pos[t]]
+                if op & KIND == READ:
+                    present = self.present(page)
+                    if page == self.ra[t]["mark"] or not present:
+                        n = 0                            # pages left in this read() (readahead's req_count)
+                        for _, o in per_task[t][pos[t]:]:
+                            n += 1
+                            if o & SYSCALL_END:
+                                break
+                        self.req[t] = n
+                    if page == self.ra[t]["mark"] and present:
+                        self.async_ra(t, cpu, page, self.req[t])
                 pos[t] += 1
                 self.access(t, c, page, op)
                 if op & SYSCALL_END and self.promo_count[t] > 0:

@@ -16,9 +16,9 @@ from hypothesis import strategies as hs
 from simkit import CXL, DRAM
 from tierlab.api import Simulation
 from tierlab.core.costs import COSTS
-from tierlab.core.ops import OP_LOAD, OP_READ, OP_STORE, OP_SYSCALL_END, OP_WRITE
+from tierlab.core.ops import OP_LOAD, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END, OP_WRITE
 from tierlab.kernel import Kernel
-from tierlab.machine import Machine
+from tierlab.machine import Device, Machine
 from tierlab.workloads.base import Chunk, Region
 
 from simkit import Scripted
@@ -38,9 +38,14 @@ class Scenario:
     notes: dict = field(default_factory=dict)
 
     def __repr__(self):         # what hypothesis prints for a falsifying example
-        regs = [(r.name, r.kind, r.pages, r.policy, r.nodes, r.order, r.mapped) for r in self.regions]
+        regs = [(r.name, r.kind, r.pages, r.policy, r.nodes, r.order, r.mapped, r.advice) for r in self.regions]
         return (f"Scenario(nodes={self.nodes}, regions={regs}, knobs={self.knobs}, nr_tasks={self.nr_tasks}, "
                 f"seed={self.seed}, zero_cost={self.zero_cost}, chunks={self.chunks})")
+
+
+FREE_DEVICE = Device(name="free", read_latency_us=0.0, write_latency_us=0.0, read_bandwidth_GBps=1e30,
+                     write_bandwidth_GBps=1e30, read_iops=1e30, write_iops=1e30, queue_depth=1 << 40,
+                     max_sectors_kb=128)
 
 
 def make_machine(nodes, zero_cost=False):
@@ -52,8 +57,12 @@ def make_machine(nodes, zero_cost=False):
     })
     if zero_cost:
         # from_dict() rightly refuses free memory accesses; the reference model's regime needs them
+        # (and unlimited bandwidth: all clocks stay at 0, so every byte lands in one calendar bin),
+        # and a device whose reads complete at once
         m = dataclasses.replace(m, nodes=tuple(dataclasses.replace(n, seq_4k_ns=0.0, rand_line_ns=0.0,
-                                                                   write_line_ns=0.0) for n in m.nodes))
+                                                                   write_line_ns=0.0, bandwidth_GBps=float("inf"))
+                                               for n in m.nodes),
+                                devices=(FREE_DEVICE,))
     return m
 
 
@@ -99,8 +108,9 @@ def region_lists(draw, nr_nodes, total_pages):
             nodes = tuple(perm[:draw(hs.integers(1, nr_nodes))])
             if policy == "preferred":
                 nodes = nodes[:1]
+        advice = "normal" if kind == "anon" else draw(hs.sampled_from(["normal", "normal", "random", "sequential"]))
         regions.append(Region(f"r{i}", "anon" if kind == "anon" else "file", pages, policy, nodes,
-                              order=order, mapped=kind == "mapped"))
+                              order=order, mapped=kind == "mapped", advice=advice))
     return regions
 
 
@@ -108,7 +118,7 @@ def _ops_for(region):
     if region.kind == "anon":
         return [OP_LOAD, OP_STORE]
     reads = [OP_READ | OP_SYSCALL_END, OP_READ | OP_SYSCALL_END, OP_READ, OP_WRITE | OP_SYSCALL_END]
-    return reads + ([OP_LOAD, OP_STORE] if region.mapped else [])
+    return reads + ([OP_LOAD, OP_STORE, OP_LOAD | OP_STREAM] if region.mapped else [])
 
 
 @hs.composite

@@ -37,6 +37,7 @@ def node256():
 
 def file_sim(pages=64, **knobs):
     knobs.setdefault("lru_batch_size", 1)
+    knobs.setdefault("read_ahead_kb", 0)     # one page per miss: these cases are about the LRU, not readahead
     return make_sim(node256(), [Region("f", "file", pages)], **knobs)
 
 
@@ -290,7 +291,7 @@ def test_folio_check_references_table(anon, mapped, young, ref, verdict, ref_aft
 
 def test_mapped_young_folio_kept_once_then_activated():
     sim = make_sim(node256(), [Region("map", "file", 4, mapped=True), Region("f", "file", 2000)],
-                   lru_batch_size=1)
+                   lru_batch_size=1, read_ahead_kb=0)      # one page per miss
     s = sim.state
     F = base(sim, 1)
     M = [0, 1, 2, 3]
@@ -324,7 +325,7 @@ def _hot_and_cold(gap):
     """128 active hot pages on a 512-page node (min 45, low 56, high 67); stream cold pages until
     the first cold page c0 is evicted, read `gap` more cold pages, then refault c0."""
     sim = make_sim(machine((512, 1, DRAM)), [Region("hot", "file", 128), Region("cold", "file", 2000)],
-                   lru_batch_size=1)
+                   lru_batch_size=1, read_ahead_kb=0)      # one page per miss
     s = sim.state
     H, C = base(sim, 0), base(sim, 1)
     run(sim, seq(range(H, H + 128), READ) + seq(range(H, H + 128), READ))

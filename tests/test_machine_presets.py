@@ -12,7 +12,9 @@ from tierlab.units import PAGE_SIZE, parse_size
 MACHINES = Path(__file__).resolve().parent.parent / "tierlab" / "machines"
 PRESETS = sorted(MACHINES.glob("*.toml"))
 
-TOP_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources"}
+TOP_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources", "devices"}
+DEVICE_KEYS = {"name", "read_latency_us", "write_latency_us", "read_bandwidth_GBps", "write_bandwidth_GBps",
+               "read_iops", "write_iops", "queue_depth", "max_sectors_kb"}
 NODE_KEYS = {"name", "capacity", "cpus", "adistance", "seq_4k_ns", "rand_line_ns", "write_line_ns",
              "bandwidth_GBps"}
 NODE_SOURCED = NODE_KEYS - {"name"}
@@ -63,6 +65,9 @@ def test_preset_schema(path: Path):
             assert isinstance(nd[k], float) and nd[k] > 0, f"{path.name} {nd['name']}.{k}"
         assert nd["write_line_ns"] >= nd["rand_line_ns"]
     assert any(nd["cpus"] > 0 for nd in nodes), "some node must have CPUs"
+    assert m["devices"], "files live on the first device"
+    for dev in m["devices"]:
+        assert set(dev) == DEVICE_KEYS, f"{path.name} device {dev.get('name')}: keys {sorted(set(dev) ^ DEVICE_KEYS)}"
     # DRAM tier (576 >> 7 == 4) holds the CPU nodes; CPU-less nodes are in a lower tier where tiering exists
     for nd in nodes:
         if nd["cpus"] > 0:
@@ -75,6 +80,7 @@ def test_every_number_has_a_source(path: Path):
     src = m["sources"]
     want = {"loaded_latency_c", "distance"}
     want |= {f"{nd['name']}.{k}" for nd in m["nodes"] for k in NODE_SOURCED}
+    want |= {f"{d['name']}.{k}" for d in m["devices"] for k in DEVICE_KEYS - {"name"}}
     missing = want - set(src)
     assert not missing, f"{path.name}: no source for {sorted(missing)}"
     unknown = set(src) - want

@@ -174,6 +174,7 @@ def test_scan_period_floor_and_an_empty_mm():
     from tierlab.core.numa_balancing import task_scan_min_ms
     from tierlab.core.params import NR_PARAMS, P
     p = np.zeros(NR_PARAMS)
+    p[P.SCALE] = 1.0
     p[P.SCAN_SIZE_MB] = 256
     p[P.SCAN_PERIOD_MIN_MS] = 1000
     assert task_scan_min_ms(p, 0) == 1000             # no RSS counts as one window

@@ -30,9 +30,10 @@ from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
 from .kernel import KNOBS, Kernel
 from .machine import Machine
-from .workloads.base import Workload
+from .workloads.base import Progress, Workload
 
 SAMPLE_BLOCK = 4096
+DISKSTATS = ("rd_ios", "rd_sectors", "rd_ticks_ns", "wr_ios", "wr_sectors", "wr_ticks_ns", "last_done_ns")
 
 if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab.kernel describes
     raise ImportError(f"tierlab.kernel.KNOBS and core.params.KNOB_NAMES differ: {sorted(set(KNOBS) ^ set(KNOB_NAMES))}")
@@ -42,9 +43,10 @@ if set(KNOBS) != set(KNOB_NAMES):   # the engine reads exactly the knobs tierlab
 class Result:
     """What a run produced: vmstat counters (kernel names), per-node counters and gauges, a time
     series sampled every `sample_interval_ms` of simulated time, per-task times and marks, per
-    process (mm) its state at the end (`processes`), and the CPU time of every task and kswapd
-    (`tasks`, like top: name, kind, process, cpu, node of the CPU, runtime_s, cpu_share = runtime
-    over the run's elapsed virtual time)."""
+    process (mm) its state at the end (`processes`), per lock (core/locks.py: each node's lru_lock,
+    each file's i_pages xa_lock) its acquisitions, hold and wait time (`locks`), and the CPU time of
+    every task and kswapd (`tasks`, like top: name, kind, process, cpu, node of the CPU, runtime_s,
+    cpu_share = runtime over the run's elapsed virtual time)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -54,7 +56,13 @@ class Result:
     sim_time_s: float
     config: dict = field(default_factory=dict)
     processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
+    locks: pd.DataFrame = field(default_factory=pd.DataFrame)
     tasks: pd.DataFrame = field(default_factory=pd.DataFrame)   # CPU time per task and kswapd
+    clat_hist: np.ndarray | None = None   # int64[task, read/write, bucket]: read()/write() completion
+                                          # latencies in fio's buckets (core/fileio.py)
+    io_done_s: pd.Series | None = None    # per task: when its last read()/write() call completed
+    devices: pd.DataFrame | None = None   # per block device: /proc/diskstats fields
+    summary: dict = field(default_factory=dict)   # the workload's own report (Workload.summary: fio's JSON)
 
     def to_dict(self) -> dict:
         return {
@@ -64,6 +72,8 @@ class Result:
             "task_times_s": [float(x) for x in self.task_times_s],
             "marks_s": self.marks_s.to_dict(orient="list"),
             "tasks": self.tasks.to_dict(orient="records"),
+            "devices": [] if self.devices is None else self.devices.to_dict(orient="records"),
+            "summary": self.summary,
             "config": self.config,
         }
 
@@ -115,6 +125,7 @@ class Simulation:
         self._scratch = np.zeros(64, dtype=np.int64)
         self._cands = np.zeros(machine.nr_nodes, dtype=np.int64)
         self._chunks = None
+        self.phase_start_ns = 0        # when the last phase started (Chunk.start_phase)
 
     # ---- set-up ----------------------------------------------------------------------------
     def _build_state(self) -> st.SimState:
@@ -125,7 +136,7 @@ class Simulation:
                                                   [nd.cpus for nd in m.nodes], m.zonelists())
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
         total_pages = int(managed.sum())
-        scan_delay_ns = int(self.kernel.scan_delay_ms) * 1_000_000
+        scan_delay_ns = int(int(self.kernel.scan_delay_ms) * 1_000_000 / self.workload.scale)
         return st.allocate(
             region_pages=[r.pages for r in self._regions],
             region_kind=[st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
@@ -134,8 +145,11 @@ class Simulation:
             region_order=[r.order for r in self._regions],
             region_mm=lay.region_mm, region_mapped=lay.region_mapped, region_pol_flags=lay.region_pol_flags,
             region_vma_policy=lay.region_vma_policy,
+            region_advice=[st.FADV_CODES[r.advice] for r in self._regions],
+            devices=[d.engine_figures() for d in m.devices],
+            task_iodepth=w.task_iodepth(),
             managed=managed,
-            wmark=setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", total_pages)),
+            wmark=setup_watermarks(managed, self._min_free_kbytes(total_pages),
                                    int(self.kernel.watermark_scale_factor)),
             tier=m.tier_index(), node_cpus=[nd.cpus for nd in m.nodes],
             zonelists=m.zonelists(), demotion_targets=m.demotion_targets(),
@@ -147,11 +161,21 @@ class Simulation:
             cpu_nodes=sim_cpu_nodes, kswapd_cpu=kswapd_cpu,
             task_cpu=np.asarray(lay.task_cpu, dtype=np.int64), task_mm=np.asarray(lay.task_mm, dtype=np.int64),
             task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
-            task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes]),
+            task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes], self.workload.scale),
             mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
             first_sample_ns=int(self.sample_interval_ms * 1e6), scan_delay_ns=scan_delay_ns, seed=self.seed)
+
+    def _min_free_kbytes(self, total_pages: int) -> int:
+        """min_free_kbytes as run: the knob, or the kernel's default for the full-size machine (total
+        pages times the scale), divided by the scale (docs/scaling.md)."""
+        f = self.workload.scale
+        return int(self.kernel.get("min_free_kbytes", round(total_pages * f)) / f)
+
+    def _now_ms(self) -> int:
+        """The kernel's ms clock (numa_balancing.now_ms) at the latest time reached."""
+        return int(int(self.state.sys[0]["now"]) * self.workload.scale // 1_000_000) & 0xFFFFFFFF
 
     def _build_params(self) -> np.ndarray:
         p = np.zeros(NR_PARAMS, dtype=np.float64)
@@ -166,6 +190,8 @@ class Simulation:
         p[P.SAMPLE_INTERVAL_NS] = self.sample_interval_ms * 1e6
         p[P.SEED] = self.seed
         p[P.FAST_CASE] = 1.0 if self.fast_case else 0.0
+        p[P.SCALE] = self.workload.scale
+        p[P.SWAP_SIZE] = np.floor(p[P.SWAP_SIZE] / self.workload.scale)   # swap of the full-size machine
         return p
 
     def set_knobs(self, **knobs) -> None:
@@ -174,12 +200,11 @@ class Simulation:
         self.kernel = self.kernel.replace(**knobs)
         if "min_free_kbytes" in knobs or "watermark_scale_factor" in knobs:
             managed = self.state.pgdat["managed"]
-            self.state.pgdat["wmark"] = setup_watermarks(managed, int(self.kernel.get("min_free_kbytes", int(managed.sum()))),
+            self.state.pgdat["wmark"] = setup_watermarks(managed, self._min_free_kbytes(int(managed.sum())),
                                                          int(self.kernel.watermark_scale_factor))
         self.p = self._build_params()
         if not old_tiering and int(self.kernel.numa_balancing) & 2:
-            now_ms = int(self.state.sys[0]["now"] // 1_000_000) & 0xFFFFFFFF
-            reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], now_ms)
+            reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], self._now_ms())
 
     def fork(self) -> "Simulation":
         """An independent copy of this simulation as it stands: same machine, knobs, costs and
@@ -199,10 +224,20 @@ class Simulation:
 
     # ---- running ---------------------------------------------------------------------------
     def run(self, chunks=None, progress=None) -> "Simulation":
-        """Run the workload's chunks (or the given iterable of Chunk)."""
+        """Run the workload's chunks (or the given iterable of Chunk). A generator of chunks gets a
+        Progress (workloads.base) sent in after each of its chunks has run."""
         if chunks is None:
             chunks = self.workload.chunks(self.seed)
-        for ch in chunks:
+        it = iter(chunks)
+        send = getattr(it, "send", None)
+        fed = None
+        while True:
+            try:
+                ch = next(it) if fed is None or send is None else send(fed)
+            except StopIteration:
+                break
+            if ch.start_phase:
+                self._start_phase(ch.runtime_ns)
             if self.workload.control_ops:
                 check_control_ops(ch, self._regions, self.state)
             pos = ch.offsets[:-1].copy()
@@ -224,8 +259,25 @@ class Simulation:
                 break
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
+            task = self.state.task
+            fed = Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
+                           phase_start_ns=self.phase_start_ns)
         self._drain_samples()
         return self
+
+    def _start_phase(self, runtime_ns: int | None) -> None:
+        """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier
+        CPU idles until then), with empty latency histograms, and stops issuing accesses
+        runtime_ns later (None: no limit)."""
+        s = self.state
+        t0 = int(max(s.cpu["clock"].max(), s.task["end"].max()))
+        s.cpu["clock"] = t0
+        s.task["end"] = t0
+        s.task["stop_at"] = st.NO_STOP if runtime_ns is None else t0 + int(runtime_ns)
+        s.task["call_clock"] = t0
+        s.task["clat_hist"] = 0
+        s.sys[0]["now"] = max(int(s.sys[0]["now"]), t0)
+        self.phase_start_ns = t0
 
     def _oom_message(self) -> str:
         s = self.state
@@ -286,12 +338,22 @@ class Simulation:
         ts = pd.DataFrame(rows, columns=cols)
         ts["time_s"] = ts["time_s"] / 1e9
         task_times = pd.Series(s.task["end"] / 1e9, name="time_s")
+        # when each task's I/O is done: its clock, or the completion of its last call in flight
+        inflight = [s.task[t]["inflight"][:int(s.task[t]["nr_inflight"])] for t in range(len(s.task))]
+        io_done = pd.Series([max(int(s.task[t]["end"]), int(f.max()) if len(f) else 0) / 1e9
+                             for t, f in enumerate(inflight)], name="time_s")
         task_times.index.name = "task"
         mk = [(t, i, s.marks[t, i] / 1e9) for t in range(s.marks.shape[0]) for i in range(int(s.task[t]["nr_marks"]))]
         marks = pd.DataFrame(mk, columns=["task", "mark", "time_s"])
-        return Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
-                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
-                      config=self.config(), processes=self.processes(), tasks=self.cpu_times())
+        devs = pd.DataFrame({"name": [d.name for d in m.devices],
+                             **{k: s.blkdev[k].astype(np.int64) for k in DISKSTATS}})
+        devs.index.name = "device"
+        res = Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
+                     task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
+                     config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
+                     devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times())
+        res.summary = self.workload.summary(res, self.phase_start_ns)
+        return res
 
     def processes(self) -> pd.DataFrame:
         """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS
@@ -310,6 +372,22 @@ class Simulation:
             "nr_cpus_ran": cpus})
         df.index.name = "mm"
         return df
+
+    def _locks(self) -> pd.DataFrame:
+        """One row per lock: `lock` (lru_lock, xa_lock), `of` (the node or file), acquisitions,
+        hold_ns and wait_ns summed over them, `contended` (acquisitions that waited) and `beyond`
+        (acquisitions booked further back than the lock calendar's horizon, served unchecked)."""
+        s, N = self.state, self.machine.nr_nodes
+        rows = [("lru_lock", nd.name, i) for i, nd in enumerate(self.machine.nodes)]
+        rows += [("xa_lock", r.name, N + i) for i, r in enumerate(self._regions) if r.kind != "anon"]
+        c = s.locks
+        return pd.DataFrame({
+            "lock": [r[0] for r in rows], "of": [r[1] for r in rows],
+            "acquisitions": [int(c[i].nr_requests) for *_, i in rows],
+            "hold_ns": [float(c[i].booked) for *_, i in rows],
+            "wait_ns": [float(c[i].wait_ns) for *_, i in rows],
+            "contended": [int(c[i].nr_waits) for *_, i in rows],
+            "beyond": [int(c[i].nr_beyond) for *_, i in rows]})
 
     def cpu_times(self) -> pd.DataFrame:
         """CPU time per task and per kswapd, like top's TIME+ and %CPU: name (task<i>, kswapd<nid>),

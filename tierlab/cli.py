@@ -156,6 +156,24 @@ def format_result_table(res, sim=None) -> str:
              "isolated"]
     rows = [[str(i)] + [str(r[c]) for c in cols] for i, r in res.nodes.iterrows()]
     lines += ["  " + s for s in _table(heads, rows, right=set(range(2, len(heads))))]
+    if res.devices is not None and int(res.devices[["rd_ios", "wr_ios"]].to_numpy().sum()):
+        lines.append("")
+        lines.append("block devices (/proc/diskstats)")
+        rows = [[str(i), r["name"], f"{r.rd_ios:,d}", f"{r.rd_sectors * 512 / 2**20:,.1f}",
+                 f"{r.wr_ios:,d}", f"{r.wr_sectors * 512 / 2**20:,.1f}"] for i, r in res.devices.iterrows()]
+        lines += ["  " + s for s in _table(["dev", "name", "reads", "read MiB", "writes", "written MiB"], rows,
+                                           right={2, 3, 4, 5})]
+    agg = res.summary.get("aggregate") if res.summary else None
+    if agg:
+        lines.append("")
+        lines.append(f"fio (all jobs, {len(res.summary['jobs'])} job(s), runtime {agg['job_runtime']} ms)")
+        for d in ("read", "write"):
+            s = agg[d]
+            if s["total_ios"]:
+                pct = s["clat_ns"].get("percentile", {})
+                lines.append(f"  {d}: IOPS={s['iops']:,.0f}, BW={s['bw_bytes'] / 2**20:,.1f}MiB/s, clat (us) "
+                             + ", ".join(f"p{k.rstrip('0').rstrip('.')}={v / 1000:,.1f}"
+                                         for k, v in pct.items() if k in ("50.000000", "99.000000", "99.900000")))
     return "\n".join(lines)
 
 

@@ -306,10 +306,14 @@ def parse_sample_interval(value) -> float:
 
 
 def cost_range(name: str) -> tuple[float, float, str]:
-    """(lo, hi, accepted) for a time-model constant: ns >= 0; the bandwidth window > 0;
-    stream_break_ns also takes -1 ('one idle cache-line latency of the node')."""
+    """(lo, hi, accepted) for a time-model constant: ns >= 0; the bandwidth window from one bin of
+    the bandwidth calendar to half its horizon (cost.py); stream_break_ns also takes -1 ('one idle
+    cache-line latency of the node')."""
     if name == "util_window_ns":
-        return 1.0, COST_MAX, f"a number in 1 .. {COST_MAX:g} (ns)"
+        from .core.cost import UTIL_WINDOW_MAX_NS
+        from .core.state import MEM_BW_BIN_NS
+        return float(MEM_BW_BIN_NS), float(UTIL_WINDOW_MAX_NS), \
+            f"a number in {MEM_BW_BIN_NS} .. {UTIL_WINDOW_MAX_NS} (ns)"
     if name == "stream_break_ns":
         return -1.0, COST_MAX, f"-1 or a number in 0 .. {COST_MAX:g} (ns)"
     return 0.0, COST_MAX, f"a number in 0 .. {COST_MAX:g} (ns)"

@@ -109,6 +109,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("sched_tunable_scaling", 1, "enum", 0, 2, "sysctl kernel.sched_tunable_scaling (to 5.12; debugfs sched/tunable_scaling from 5.13)",
          "the three sched_*_ns values are multiplied by 1 (none), 1 + ilog2(min(CPUs, 8)) (log) or "
          "min(CPUs, 8) (linear)", choices={"none": 0, "log": 1, "linear": 2}),
+    Knob("read_ahead_kb", 128, "KiB", 0, 2**20, "/sys/block/<dev>/queue/read_ahead_kb",
+         "maximum readahead window of the device files live on (VM_READAHEAD_PAGES = 128 KiB; 0 = off)"),
 )}
 
 

@@ -30,7 +30,65 @@ _NODE_KEYS = {
     "write_line_ns": "ns cost of a random cache-line store",
     "bandwidth_GBps": "peak read bandwidth of the node, GB/s",
 }
-_MACHINE_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources"}
+_MACHINE_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources", "devices"}
+_DEVICE_KEYS = {
+    "name": "device name",
+    "read_latency_us": "unloaded latency of a 4 KiB random read (queue depth 1), us",
+    "write_latency_us": "unloaded latency of a 4 KiB write, us",
+    "read_bandwidth_GBps": "peak sequential read bandwidth, GB/s",
+    "write_bandwidth_GBps": "peak sequential write bandwidth, GB/s",
+    "read_iops": "peak 4 KiB random read IOPS (at high queue depth)",
+    "write_iops": "peak 4 KiB random write IOPS",
+    "queue_depth": "requests the device serves at once",
+    "max_sectors_kb": "largest request (queue/max_sectors_kb): bios are split at it; also bdi io_pages",
+}
+
+
+@dataclass(frozen=True)
+class Device:
+    """A block device (tierlab/core/blkdev.py); files live on the machine's first device."""
+    name: str
+    read_latency_us: float
+    write_latency_us: float
+    read_bandwidth_GBps: float
+    write_bandwidth_GBps: float
+    read_iops: float
+    write_iops: float
+    queue_depth: int
+    max_sectors_kb: int
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str) -> "Device":
+        if not isinstance(d, dict):
+            raise ConfigError(f"{where}: expected a table with keys {', '.join(_DEVICE_KEYS)}, got {d!r}")
+        _check_keys(d, _DEVICE_KEYS, where)
+        dev = cls(name=str(d["name"]),
+                  **{k: _number(d, k, where, float, 0) for k in ("read_latency_us", "write_latency_us")},
+                  **{k: _number(d, k, where, float, 0, strict=True)
+                     for k in ("read_bandwidth_GBps", "write_bandwidth_GBps", "read_iops", "write_iops")},
+                  queue_depth=_number(d, "queue_depth", where, int, 1),
+                  max_sectors_kb=_number(d, "max_sectors_kb", where, int, 4))
+        if dev.max_sectors_kb % 4:
+            raise ConfigError(f"{where}.max_sectors_kb: {dev.max_sectors_kb} is not accepted; accepted: a multiple "
+                              "of 4 (whole pages)")
+        return dev
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def engine_figures(self) -> dict:
+        """The figures blkdev.py works with (per ns, ns, pages)."""
+        return {"read_lat_ns": self.read_latency_us * 1e3, "write_lat_ns": self.write_latency_us * 1e3,
+                "read_bw": self.read_bandwidth_GBps, "write_bw": self.write_bandwidth_GBps,  # GB/s == bytes/ns
+                "read_iops": self.read_iops / 1e9, "write_iops": self.write_iops / 1e9,
+                "queue_depth": self.queue_depth, "max_sectors_pages": self.max_sectors_kb // 4}
+
+
+# The device a machine gets when its file names none: the figures of the presets' NVMe SSD (see
+# docs/machines.md and the [[devices]] table of tierlab/machines/*.toml for their sources).
+DEFAULT_DEVICE = Device(name="nvme0", read_latency_us=85.0, write_latency_us=20.0, read_bandwidth_GBps=6.5,
+                        write_bandwidth_GBps=3.5, read_iops=900_000.0, write_iops=200_000.0, queue_depth=128,
+                        max_sectors_kb=128)
 
 
 @dataclass(frozen=True)
@@ -59,6 +117,7 @@ class Machine:
     nodes: tuple[Node, ...]
     distance: tuple[tuple[int, ...], ...]
     loaded_latency_c: float = 0.1
+    devices: tuple[Device, ...] = (DEFAULT_DEVICE,)
     description: str = ""
     source: str = ""
     sources: dict = field(default_factory=dict, compare=False)
@@ -100,12 +159,7 @@ class Machine:
             raise ConfigError(f"{where}: needs at least one [[nodes]] table")
         nodes = []
         for i, rn in enumerate(raw_nodes):
-            bad = set(rn) - set(_NODE_KEYS)
-            if bad:
-                raise ConfigError(f"{where}: nodes[{i}]: unknown key {sorted(bad)[0]!r}; accepted: {', '.join(_NODE_KEYS)}")
-            missing = [k for k in _NODE_KEYS if k not in rn]
-            if missing:
-                raise ConfigError(f"{where}: nodes[{i}]: missing {missing[0]!r} ({_NODE_KEYS[missing[0]]})")
+            _check_keys(rn, _NODE_KEYS, f"{where}: nodes[{i}]")
             node = Node(
                 name=str(rn["name"]),
                 capacity_bytes=parse_size(rn["capacity"], f"{where}: nodes[{i}].capacity"),
@@ -124,8 +178,13 @@ class Machine:
         if not any(nd.cpus > 0 for nd in nodes):
             raise ConfigError(f"{where}: at least one node needs cpus > 0")
         c = _number(data, "loaded_latency_c", where, float, 0, default=0.1)
+        raw_devs = data.get("devices", [])
+        if not isinstance(raw_devs, list):
+            raise ConfigError(f"{where}: devices must be a list of [[devices]] tables")
+        devices = tuple(Device.from_dict(d, f"{where}: devices[{i}]") for i, d in enumerate(raw_devs))
         return cls(name=str(data.get("name", Path(where).stem)), nodes=tuple(nodes),
                    distance=tuple(tuple(int(x) for x in row) for row in dist), loaded_latency_c=c,
+                   devices=devices or (DEFAULT_DEVICE,),
                    description=str(data.get("description", "")), source=str(data.get("source", "")),
                    sources=dict(data.get("sources", {})), path=where)
 
@@ -157,7 +216,8 @@ class Machine:
                 "nodes": [{"name": nd.name, "capacity": nd.capacity_bytes, "cpus": nd.cpus,
                            "adistance": nd.adistance, "seq_4k_ns": nd.seq_4k_ns,
                            "rand_line_ns": nd.rand_line_ns, "write_line_ns": nd.write_line_ns,
-                           "bandwidth_GBps": nd.bandwidth_GBps} for nd in self.nodes]}
+                           "bandwidth_GBps": nd.bandwidth_GBps} for nd in self.nodes],
+                "devices": [d.to_dict() for d in self.devices]}
 
     @property
     def nr_nodes(self) -> int:
@@ -207,7 +267,21 @@ class Machine:
             rows.append(f"  node{i} {nd.name:8s} {nd.capacity_bytes / 2**30:9.2f} GiB  cpus={nd.cpus:<4d} "
                         f"tier={'top' if top[i] else 'lower'} seq_4k={nd.seq_4k_ns}ns line={nd.rand_line_ns}ns "
                         f"bw={nd.bandwidth_GBps}GB/s")
+        for d in self.devices:
+            rows.append(f"  {d.name}: read {d.read_bandwidth_GBps} GB/s, {d.read_iops:.0f} IOPS, "
+                        f"{d.read_latency_us} us; write {d.write_bandwidth_GBps} GB/s, {d.write_iops:.0f} IOPS; "
+                        f"queue depth {d.queue_depth}, max_sectors_kb {d.max_sectors_kb}")
         return "\n".join(rows)
+
+
+def _check_keys(d: dict, keys: dict, where: str) -> None:
+    """Refuse a table with a key not in `keys` or without one of them (keys: name -> meaning)."""
+    bad = set(d) - set(keys)
+    if bad:
+        raise ConfigError(f"{where}: unknown key {sorted(bad)[0]!r}; accepted: {', '.join(keys)}")
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise ConfigError(f"{where}: missing {missing[0]!r} ({keys[missing[0]]})")
 
 
 def _number(d: dict, key: str, where: str, kind, lo, strict: bool = False, default=None):

@@ -35,8 +35,6 @@ COSTS = {
     "zero_page_ns": (250.0, "ns", "clearing a 4 KiB page (clear_page with rep stosb at ~16 GB/s)."),
     "pagecache_insert_ns": (400.0, "ns", "adding a new folio to the page cache on a miss: allocation, xarray "
                             "insert, lru_add, readahead bookkeeping."),
-    "io_seq_4k_ns": (1300.0, "ns", "one 4 KiB page of sequential readahead from an NVMe SSD (~3 GB/s)."),
-    "io_rand_4k_ns": (80000.0, "ns", "one random 4 KiB read from an NVMe SSD at queue depth 1 (~80 us)."),
     "swap_out_4k_ns": (10000.0, "ns", "writing a 4 KiB anon page to swap on NVMe, amortised in reclaim."),
     "swap_in_4k_ns": (80000.0, "ns", "a synchronous 4 KiB swap-in from NVMe (major fault)."),
     "reclaim_scan_ns": (120.0, "ns", "isolating and checking one folio in shrink_folio_list (rmap walk "
@@ -58,5 +56,18 @@ COSTS = {
                      "refill misses. Assumed."),
     "tlb_ipi_ns": (1500.0, "ns", "each other CPU of mm_cpumask() a tlb_flush_mmu() shoots down (flush IPI and "
                    "waiting for its ack), the per-target part of migrate_batch_ns's 2-4 us shootdown."),
-    "util_window_ns": (100_000.0, "ns", "bandwidth accounting window for the loaded-latency model."),
+    "lru_lock_ns": (60.0, "ns", "hold of lruvec->lru_lock per acquisition besides the folios moved (locks.py): "
+                    "the lock word's cache line coming from the last holder's core (~50-100 ns between "
+                    "cores of a server part) plus the irq-disable and the lruvec lookup. Assumed; part of "
+                    "the callers' own costs, so only waiting for it adds time."),
+    "lru_lock_folio_ns": (20.0, "ns", "hold of lruvec->lru_lock per folio moved under it (lruvec_add_folio / "
+                          "lruvec_del_folio: the folio's and its neighbours' list links, the LRU size and "
+                          "memcg statistics, a few hot cache lines). Assumed; part of the callers' costs."),
+    "xa_lock_ns": (150.0, "ns", "hold of a mapping's i_pages xa_lock for one page-cache store (__filemap_add_folio: "
+                   "xas_store, nrpages and NR_FILE_PAGES; __remove_mapping: the shadow-entry store and the "
+                   "same counters): an xarray walk of 2-3 nodes and a few counter updates. Assumed; part "
+                   "of pagecache_insert_ns and reclaim_free_ns."),
+    "util_window_ns": (16384.0, "ns", "span of simulated time before an access over which its node's delivered "
+                       "bandwidth is averaged for the loaded-latency curve (cost.py); a model setting, "
+                       "1024 .. 262144 ns."),
 }

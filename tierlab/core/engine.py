@@ -23,6 +23,14 @@ candidate: ops.ACCESS_*); the run loop then takes that access from the start -- 
 the out-of-line calls itself. So the fast and the general case cannot differ: they are the same code. A mechanism
 that adds work on the access path adds it in filemap.py or memory.py, once. Control ops (mmap,
 munmap, brk, exit: ops.OP_CTRL) stop the fast case like a MARK and go to task_ctrl (mm.py).
+
+File I/O. The end of a read()/write() call (an op with SYSCALL_END) is fileio.syscall_end() in
+both cases: the call's exit, its completion under the task's I/O engine, its latency histogram.
+Before the general case takes a read() it notes the call's remaining pages (readahead's req_count)
+when the page misses or is the task's PG_readahead mark, and at the mark starts the async
+readahead (readahead.page_cache_async_ra) before the access waits for its own window. A task
+whose clock has reached its `stop_at` (a phase's runtime) issues nothing more: the rest of its
+chunk is skipped.
 """
 from __future__ import annotations
 
@@ -30,6 +38,7 @@ import numpy as np
 from ._jit import jit, jit_entry, jit_inline
 
 from .cost import line_load_ns
+from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
 from .mm import cpumask_set_cpu, do_ctrl
@@ -38,6 +47,7 @@ from .ops import (
     ACCESS_DONE, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
     OP_READ, OP_STOP, OP_SYSCALL_END,
 )
+from .readahead import call_pages_left, page_cache_async_ra, page_present
 from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
@@ -50,6 +60,8 @@ from .state import (
     STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
+
+RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
 
 
 @jit_inline
@@ -98,7 +110,6 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     clock reaches the quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
     promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
     access (after_access)."""
-    syscall_ns = np.int64(p[P.SYSCALL_NS])
     pending = False
     while pos < end and clock < limit and clock < scan_at:
         op = ops[np.uint64(pos)]
@@ -110,7 +121,7 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
         pos += 1
         clock += np.int64(cost)
         if op & OP_SYSCALL_END:
-            clock += syscall_ns
+            clock = syscall_end(s, p, task, op, clock)
             if s.task[task].promo_count > 0:
                 pending = True
                 break
@@ -149,7 +160,7 @@ def task_ctrl(s, p, task, cpu, op, arg, clock):
     cost = 0.0
     if (op & CTRL_KIND_MASK) == CTRL_EXIT and s.task[task].promo_count > 0:
         cost += task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock)
-    c, ok = do_ctrl(s, p, task, op, arg)
+    c, ok = do_ctrl(s, p, task, op, arg, clock + np.int64(cost))
     return cost + c, ok
 
 
@@ -203,7 +214,6 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
     interval = np.int64(p[P.SAMPLE_INTERVAL_NS])
     numa_on = p[P.NUMA_BALANCING] != 0
     quantum = np.int64(p[P.QUANTUM_NS])
-    syscall_ns = np.int64(p[P.SYSCALL_NS])
     fast_case = p[P.FAST_CASE] != 0
     sched_init_chunk(s, task_pos, offsets)
     while True:
@@ -259,6 +269,10 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if not s.pgdat[nid].kswapd_awake:
                 kswapd_dequeue(s, nid)
             continue
+        if clock >= s.task[t].stop_at:
+            task_pos[t] = offsets[t + 1]        # the task's runtime is over (fio time_based): the rest is not issued
+            sched_dequeue_task(s, t)
+            continue
         cpumask_set_cpu(s, s.task[t].mm, c)
         start = clock
         limit = second_t if second_t < INF else s.sys[0].next_sample
@@ -269,6 +283,10 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # check_preempt_tick: the slice ends (the runtime used so far is runtime - slice_start)
             limit = min(limit, start + s.cpu[c].slice_ns - (s.task[t].runtime - s.cpu[c].slice_start))
         limit = min(limit, sched_next_event(s, c, start))
+        if s.task[t].stop_at < limit:
+            limit = max(s.task[t].stop_at, start)
+        if s.task[t].call_start and s.task[t].call_clock < start:
+            s.task[t].call_clock = start        # a call starts when its task runs again
         wakeups = s.sys[0].wakeups
         cpu_nid = s.cpu[c].node
         pos = task_pos[t]
@@ -316,7 +334,17 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # side, not nested in one more inlined function: numba copies an inlined callee block
             # by block with all its variables, and the extra level cost ~4 s of compile
             page = pages[np.uint64(pos)]
-            cost, ok, done = access_fault(s, p, t, c, page, op, clock, scratch, cands)
+            ra = 0.0
+            if (op & OP_KIND_MASK) == OP_READ:
+                present = page_present(s, page)
+                if page == s.task[t].ra_mark or not present:
+                    s.task[t].ra_req = call_pages_left(ops, pos, end, RA_REQ_MAX)   # readahead's req_count
+                if page == s.task[t].ra_mark and present:
+                    # the folio the task's readahead marked: the next window is submitted before the
+                    # read waits for this one (filemap_get_pages -> page_cache_async_ra)
+                    ra = page_cache_async_ra(s, p, t, c, page, s.task[t].ra_req, clock, scratch, cands)
+            cost, ok, done = access_fault(s, p, t, c, page, op, clock + np.int64(ra), scratch, cands)
+            cost += ra
             if not done:
                 cost, why = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
                 ok = why != ACCESS_SEGV
@@ -327,7 +355,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 break
             pending = False
             if op & OP_SYSCALL_END:
-                clock += syscall_ns
+                clock = syscall_end(s, p, t, op, clock)
                 pending = s.task[t].promo_count > 0
             clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, pending)
             if op & OP_MARK:
@@ -336,6 +364,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # the general case can wake kswapd (allocation, reclaim, a promotion's target check)
             if clock >= limit or s.sys[0].wakeups != wakeups:
                 break
+        if clock >= s.task[t].stop_at:
+            pos = end                           # the task's runtime is over: the rest is not issued
         task_pos[t] = pos
         sched_account(s, t, clock - start)
         s.task[t].end = clock

@@ -6,11 +6,18 @@
   page-cache promotion hook (pagecache_promotion.py); then the 4 KiB copy, charged as a streaming
   copy from the folio's node plus a stream break when the page does not physically follow the
   previous one (cost.py), and PG_dirty for a write.
-- filemap_miss_ns(): a page-cache miss (page_cache_ra_order / filemap_add_folio): insertion plus
-  the device read, sequential (readahead) or random; a miss through mmap is a major fault.
+  A page whose read is still in flight (a readahead window being read) waits for it, as
+  filemap_read() waits on the folio (fileio.io_wait: the task, or with an asynchronous engine the
+  call); reaching the folio the task's readahead marked PG_readahead starts the next window
+  (readahead.page_cache_async_ra).
+- filemap_read_miss(): a page-cache miss that must read the page: filemap_get_pages() ->
+  page_cache_sync_ra() for a read(), filemap_fault() -> do_sync_mmap_readahead() for a fault
+  through mmap (a major fault, which always waits); readahead.py picks the window and blkdev.py
+  times the reads.
 
-Simplifications: readahead is a per-page I/O cost (sequential or random) rather than windows of
-folios; writes dirty the folio in place (no write-back until reclaim).
+Simplifications: a buffered write of a page that is not cached allocates it without reading it
+(tierlab's writes cover whole pages); writes dirty the folio in place: no write-back and no dirty
+throttling (balance_dirty_pages) until reclaim writes a dirty folio out (reclaim.py).
 """
 from __future__ import annotations
 
@@ -18,42 +25,67 @@ import numpy as np
 from ._jit import jit_inline
 
 from .cost import seq_page_ns
+from .fileio import io_wait
 from .lru import folio_mark_accessed
 from .mmzone import tiering_mode
-from .ops import ACCESS_DONE, ACCESS_PROMOTION_CANDIDATE, OP_KIND_MASK, OP_STORE, OP_STREAM, OP_SYSCALL_END, OP_WRITE
+from .ops import (
+    ACCESS_DONE, ACCESS_PROMOTION_CANDIDATE, ACCESS_READAHEAD, OP_KIND_MASK, OP_READ, OP_STREAM,
+    OP_STORE, OP_SYSCALL_END, OP_WRITE,
+)
 from .pagecache_promotion import promotion_candidate, promotion_candidate_returns_early
 from .params import P
-from .state import F2_CONTIG, F2_MAPPED, F2_PTE_WRITE, PG_DIRTY, PG_ISOLATED
+from .readahead import page_cache_sync_ra, ra_ready, sync_mmap_ra
+from .state import F2_CONTIG, F2_MAPPED, F2_PTE_WRITE, PG_DIRTY, PG_ISOLATED, folio_head, folio_nr_pages
 from .vmstat import Vm
 
 
 @jit_inline
-def filemap_miss_ns(s, p, head, nid, nr, cpu_nid, op):
-    """A page-cache miss that allocated the folio at `head` (nr pages) on `nid`. Returns its cost."""
-    io = p[P.IO_SEQ_4K_NS] if (op & OP_STREAM) else p[P.IO_RAND_4K_NS]
-    cost = p[P.PAGECACHE_INSERT_NS] + io * nr
-    s.counters[nid, Vm.PGPGIN] += 4 * nr
-    if (op & OP_KIND_MASK) <= OP_STORE:
-        # through mmap: filemap_fault() waited for the read
-        s.counters[cpu_nid, Vm.PGFAULT] += 1
-        s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
-        cost += p[P.FAULT_NS]
-        # do_read_fault: read-only; do_shared_fault: writable (and the store dirties it)
-        s.pages.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if (op & OP_KIND_MASK) == OP_STORE else np.uint8(0))
-    return cost
+def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
+    """A page-cache miss at `page` of file region r that must read it (a read(), or a load/store
+    through mmap). Returns (cost in ns, ok); ok is False on OOM."""
+    t = s.task[task]
+    if (op & OP_KIND_MASK) == OP_READ:
+        done, ok, cost = page_cache_sync_ra(s, p, task, cpu, r, page, t.ra_req, clock, scratch, cands)
+        if ok:
+            cost += io_wait(t, done, clock + np.int64(cost))
+        return cost, ok
+    # through mmap: filemap_fault() reads and waits for the folio -- a major fault
+    done, ok, cost = sync_mmap_ra(s, p, task, cpu, r, page, (op & OP_STREAM) != 0, clock, scratch, cands)
+    if not ok:
+        return cost, False
+    cpu_nid = s.cpu[cpu].node
+    s.counters[cpu_nid, Vm.PGFAULT] += 1
+    s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
+    cost += p[P.FAULT_NS]
+    head = folio_head(s, page)
+    # do_read_fault: read-only; do_shared_fault: writable (and the store dirties it)
+    s.pages.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if (op & OP_KIND_MASK) == OP_STORE else np.uint8(0))
+    s.mm[s.regions.mm[r]].rss_file += folio_nr_pages(s, head)      # filemap_fault mapped it
+    at = clock + np.int64(cost)
+    if done > at:
+        cost += np.float64(done - at)
+    return cost, True
 
 
 @jit_inline
 def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast):
     """One page of a read()/write() of a present folio (the access path's READ/WRITE case). In the
     fast case (`fast`), a folio that needs promotion_candidate()'s out-of-line work returns
-    ACCESS_PROMOTION_CANDIDATE before any side effect. Returns (cost, ACCESS_*)."""
+    ACCESS_PROMOTION_CANDIDATE, and the folio the task's readahead marked ACCESS_READAHEAD, before
+    any side effect: the run loop's general case starts the async readahead
+    (readahead.page_cache_async_ra) before it takes the access. Returns (cost, ACCESS_*)."""
     pg = s.pages
     t = s.task[task]
+    if page == t.ra_mark and fast:
+        return cost, ACCESS_READAHEAD
     cost += p[P.FMA_NS]
     last = t.last_page
     same = t.call_start != 0 and (last & ~(nr - 1)) == head
-    if not same and folio_mark_accessed(s, hu):
+    hot = False
+    if not same:
+        hot, wait = folio_mark_accessed(s, p, hu, now)
+        cost += wait
+    if hot:
         if tiering_mode(p) and not (pg.flags[hu] & PG_ISOLATED):
             cost += p[P.FMA_HOOK_CHECK_NS]
             if p[P.PAGECACHE_PROMOTION_ENABLED] != 0:
@@ -65,6 +97,8 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
                 else:
                     cost += promotion_candidate(s, p, task, cpu_nid, head, now)
     t.call_start = 1 if (op & OP_SYSCALL_END) else 0
+    if t.ra_done > now:
+        cost += io_wait(t, ra_ready(t, page, now + np.int64(cost)), now + np.int64(cost))
     nid = np.uint64(pg.node[hu])
     cost += seq_page_ns(s, p, nid, now)
     if not (page == last + 1 and (pg.flags2[hu] & F2_CONTIG)):
@@ -73,4 +107,6 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
     t.last_page = page
     if (op & OP_KIND_MASK) == OP_WRITE:
         pg.flags[hu] |= PG_DIRTY
+    if page == t.ra_mark:
+        t.ra_mark = -1     # the general case reaches a marked page only when its folio was evicted and read again
     return cost, ACCESS_DONE

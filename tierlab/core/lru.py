@@ -3,7 +3,8 @@ batching, and workingset shadow entries with refault activation.
 
 Models mm/swap.c (folio_add_lru, the per-CPU lru_add batch, folio_mark_accessed, folio_activate) and
 mm/workingset.c (workingset_eviction, workingset_refault, workingset_activation). Reclaim's side of
-the lists (shrink_active_list, shrink_inactive_list) is in reclaim.py.
+the lists (shrink_active_list, shrink_inactive_list) is in reclaim.py. The batch drain and
+activation take the node's lru_lock (locks.py) and return the wait to their caller.
 
 Simplifications, and why:
 - folio_activate() queues the folio in a per-CPU lru_activate batch and sets PG_active when the batch
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
+from .locks import lru_lock
 from .params import P
 from .state import (
     F2_ANON, F2_BATCHED, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
@@ -49,41 +51,63 @@ def lruvec_del_folio(s, head):
 
 
 @jit
-def lru_add_drain_cpu(s, cpu):
-    """Move a CPU's lru_add batch onto the LRU lists (lru_add_drain_cpu / folio_batch_move_lru)."""
+def lru_add_drain_cpu(s, p, cpu, now):
+    """Move a CPU's lru_add batch onto the LRU lists (lru_add_drain_cpu / folio_batch_move_lru),
+    taking each node's lru_lock once per run of its folios (folio_lruvec_relock_irqsave), one run
+    after the other. Returns the time spent waiting for the locks."""
     n = s.cpu[cpu].lru_batch_len
-    for i in range(n):
-        h = s.cpu[cpu].lru_batch[i]
-        s.pages.flags2[h] &= ~F2_BATCHED
-        lruvec_add_folio(s, h)
+    wait = 0.0
+    held = 0.0
+    i = 0
+    while i < n:
+        nid = s.pages.node[s.cpu[cpu].lru_batch[i]]
+        j = i + 1
+        while j < n and s.pages.node[s.cpu[cpu].lru_batch[j]] == nid:
+            j += 1
+        wait += lru_lock(s, p, nid, now + np.int64(wait + held), j - i)
+        held += p[P.LRU_LOCK_NS] + p[P.LRU_LOCK_FOLIO_NS] * (j - i)
+        for k in range(i, j):
+            h = s.cpu[cpu].lru_batch[k]
+            s.pages.flags2[h] &= ~F2_BATCHED
+            lruvec_add_folio(s, h)
+        i = j
     s.cpu[cpu].lru_batch_len = 0
+    return wait
 
 
 @jit
-def lru_add_drain_all(s):
+def lru_add_drain_all(s, p, now):
+    """lru_add_drain_all(): every CPU's lru_add batch onto the LRU lists, one after the other.
+    Returns the lock wait."""
+    wait = 0.0
     for cpu in range(s.cpu.shape[0]):
-        lru_add_drain_cpu(s, cpu)
+        wait += lru_add_drain_cpu(s, p, cpu, now + np.int64(wait))
+    return wait
 
 
 @jit_inline
-def folio_add_lru(s, p, cpu, head):
+def folio_add_lru(s, p, cpu, head, now):
     """folio_add_lru(): queue a new folio in the CPU's lru_add batch; drain when the batch is full
-    or the folio is large (the kernel drains at once for large folios)."""
+    or the folio is large (the kernel drains at once for large folios). Returns the lock wait."""
     s.pages.flags2[head] |= F2_BATCHED
     n = s.cpu[cpu].lru_batch_len
     s.cpu[cpu].lru_batch[n] = head
     s.cpu[cpu].lru_batch_len = n + 1
     if n + 1 >= p[P.LRU_BATCH_SIZE] or folio_nr_pages(s, head) > 1:
-        lru_add_drain_cpu(s, cpu)
+        return lru_add_drain_cpu(s, p, cpu, now)
+    return 0.0
 
 
 @jit_inline
-def folio_activate(s, head):
-    """Move an inactive folio on the LRU to the active list (pgactivate)."""
+def folio_activate(s, p, head, now):
+    """Move an inactive folio on the LRU to the active list (pgactivate) under its node's lru_lock.
+    Returns the lock wait."""
+    wait = lru_lock(s, p, s.pages.node[head], now, 1)
     lruvec_del_folio(s, head)
     s.pages.flags[head] |= PG_ACTIVE
     lruvec_add_folio(s, head)
     s.counters[s.pages.node[head], Vm.PGACTIVATE] += folio_nr_pages(s, head)
+    return wait
 
 
 @jit_inline
@@ -92,22 +116,24 @@ def workingset_age_nonresident(s, nid, nr):
 
 
 @jit_inline
-def folio_mark_accessed(s, head):
-    """mm/swap.c folio_mark_accessed(), classic LRU. Returns True when the folio was already
-    referenced and active: the branch where the page-cache promotion RFC hooks in."""
+def folio_mark_accessed(s, p, head, now):
+    """mm/swap.c folio_mark_accessed(), classic LRU. Returns (True when the folio was already
+    referenced and active: the branch where the page-cache promotion RFC hooks in, the lru_lock
+    wait of an activation)."""
     f = s.pages.flags[head]
     if not (f & PG_REFERENCED):
         s.pages.flags[head] = f | PG_REFERENCED
-        return False
+        return False, 0.0
     if not (f & PG_ACTIVE):
+        wait = 0.0
         if f & PG_LRU:
-            folio_activate(s, head)
+            wait = folio_activate(s, p, head, now)
         elif s.pages.flags2[head] & F2_BATCHED:
             s.pages.flags[head] |= PG_ACTIVE   # __lru_cache_activate_folio: lands on the active list at drain
         s.pages.flags[head] &= ~PG_REFERENCED
         workingset_age_nonresident(s, s.pages.node[head], folio_nr_pages(s, head))
-        return False
-    return True
+        return False, wait
+    return True, 0.0
 
 
 @jit_inline

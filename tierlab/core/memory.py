@@ -3,7 +3,8 @@
 - fault_in(): handle_mm_fault() for a page that is not present: do_anonymous_page() (a read of
   untouched anon memory maps the shared zero page; a write allocates and zeroes a folio of the
   region's order, alloc_anon_folio()), do_swap_page() (swap-in, major fault), and for file pages a
-  page-cache miss (filemap.py: readahead I/O; a fault through mmap counts as a major fault).
+  page-cache miss (filemap.py and readahead.py: a window read from the device; a fault through mmap
+  counts as a major fault). The folio itself comes from page_alloc.folio_alloc_add().
 - pte_access(): the present-PTE part of a load/store: a first touch of a present folio installs
   the PTE (minor fault), a PROT_NONE PTE takes a NUMA hint fault, the access sets the accessed bit
   (PG_young here) and a store the dirty bit, and the cache line is charged.
@@ -46,49 +47,22 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .cost import line_load_ns, line_store_ns, seq_page_ns
-from .filemap import filemap_miss_ns
-from .lru import folio_add_lru, workingset_refault
+from .filemap import filemap_read_miss
+from .lru import folio_add_lru
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
 from .mm import map_file_folio, vma_covers
-from .mmzone import take_pages
 from .numa_balancing import numa_migrate_check
 from .ops import (
     ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
-    OP_PAGE, OP_STORE,
+    OP_PAGE, OP_STORE, OP_WRITE,
 )
-from .page_alloc import alloc_folio
+from .page_alloc import filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
 from .state import (
-    F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SHADOW, F2_SWAPPED, ORDER_MASK, PG_DIRTY,
-    PG_PROTNONE, PG_WORKINGSET, PG_YOUNG, REGION_ANON, STAMP_NONE, folio_nr_pages, region_of,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_DIRTY,
+    PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .vmstat import Vm
-
-
-@jit_inline
-def folio_order_for(s, r, page):
-    """The region's folio order, lowered until the naturally aligned folio around `page` lies inside
-    the region and none of its pages is present or mapped (thp_vma_suitable_order() and the
-    all-PTEs-none test of alloc_anon_folio(); page-cache folios stop at EOF). Order 1 is skipped for
-    anon memory, as the kernel does."""
-    order = np.int64(s.regions.order[r])
-    lo = s.regions.start[r]
-    hi = s.regions.start[r + 1]
-    anon = s.regions.kind[r] == REGION_ANON
-    while order > 0:
-        if not (anon and order == 1):
-            nr = np.int64(1) << order
-            head = page & ~(nr - 1)
-            ok = head >= lo and head + nr <= hi
-            if ok:
-                for i in range(nr):
-                    if s.pages.flags2[head + i] & (F2_PRESENT | F2_MAPPED):
-                        ok = False
-                        break
-            if ok:
-                return order
-        order -= 1
-    return np.int64(0)
 
 
 @jit_inline
@@ -114,33 +88,14 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         pg.flags2[page] = f2 | F2_MAPPED
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         return p[P.FAULT_NS], True
+    if not anon and kind != OP_WRITE:
+        # a page-cache miss that reads: readahead adds the folios, the device reads them
+        return filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands)
     order = folio_order_for(s, r, page)
-    head = page & ~((np.int64(1) << order) - 1)
-    nr = np.int64(1) << order
-    # the faulting page's shadow entry (or swap entry) decides refault activation
-    evict_nid = pg.node[page]
-    refault = (pg.flags2[page] & (F2_SHADOW | F2_SWAPPED)) != 0
-    shadow_age = pg.stamp[page]
-    shadow_ws = pg.flags[page] & PG_WORKINGSET
-    nid, cost = alloc_folio(s, p, r, cpu, head, nr, clock, scratch, cands)
+    nid, head, nr, nr_swapped, cost = folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands)
     if nid < 0:
         return cost, False
-    nr_swapped = 0
-    for i in range(nr):
-        pg.order[head + i] = (pg.order[head + i] & ~ORDER_MASK) | order
-        if pg.flags2[head + i] & F2_SWAPPED:
-            nr_swapped += 1
-        if i > 0:
-            pg.flags2[head + i] = F2_ANON if anon else np.uint8(0)
-            pg.flags[head + i] = 0
-    take_pages(s, nid, head, nr)
-    contig = pg.flags2[head] & F2_CONTIG
-    pg.flags2[head] = F2_PRESENT | contig | (F2_ANON if anon else 0)
-    pg.flags[head] = shadow_ws if refault else np.uint8(0)
-    if refault:
-        pg.stamp[head] = shadow_age
-        workingset_refault(s, p, head, nid, evict_nid)
-    pg.stamp[head] = STAMP_NONE
+    t = clock + np.int64(cost)      # the fault's own work starts: its locks are taken within it
     if anon:
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]
@@ -155,10 +110,10 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         # writable on a write fault (a new folio, a copy of the zero page, an exclusive swap-in)
         pg.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
     else:
-        cost += filemap_miss_ns(s, p, head, nid, nr, cpu_nid, op)
-        if kind <= OP_STORE:
-            s.mm[mm].rss_file += nr        # filemap_fault mapped it
-    folio_add_lru(s, p, cpu, head)
+        # a buffered write of a whole page that is not cached: added without a read
+        cost += filemap_add_folio(s, p, cpu, head, t)
+        return cost, True
+    cost += folio_add_lru(s, p, cpu, head, t)
     return cost, True
 
 

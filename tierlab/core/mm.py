@@ -128,7 +128,7 @@ def tlb_flush_mmu_ns(s, p, mm, fullmm):
 
 
 @jit
-def zap_pte_range(s, p, r, lo, hi, fullmm):
+def zap_pte_range(s, p, r, lo, hi, fullmm, now):
     """unmap_page_range() over pages [lo, hi) of slot r: clear every PTE, free the anon folios
     (off their LRU), release swap entries; file folios stay in the page cache. Pages of the slot go
     back to their untouched state, so the slot can be mapped again. Returns the cost in ns: per
@@ -167,7 +167,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm):
                     gathered = 0
             elif mapped:
                 if pg.flags[x] & PG_YOUNG:
-                    folio_mark_accessed(s, x)
+                    cost += folio_mark_accessed(s, p, x, now + np.int64(cost))[1]
                 pg.flags[x] &= ~(PG_YOUNG | PG_PROTNONE)
                 pg.flags2[x] = f2 & ~(F2_MAPPED | F2_PTE_WRITE)
                 if mm >= 0:
@@ -196,10 +196,10 @@ def zap_pte_range(s, p, r, lo, hi, fullmm):
 
 
 @jit
-def unmap_slot(s, p, r, fullmm):
+def unmap_slot(s, p, r, fullmm, now):
     """unmap_region() of a whole VMA, then the slot is free (regions.mm = NO_MM). Returns the cost."""
-    lru_add_drain_all(s)
-    cost = zap_pte_range(s, p, r, s.regions.start[r], s.regions.end[r], fullmm)
+    cost = lru_add_drain_all(s, p, now)
+    cost += zap_pte_range(s, p, r, s.regions.start[r], s.regions.end[r], fullmm, now + np.int64(cost))
     s.regions.mm[r] = NO_MM
     if s.regions.kind[r] != REGION_FILE:
         s.regions.end[r] = s.regions.start[r]
@@ -232,7 +232,7 @@ def mmap_region(s, task, r, npages):
 
 
 @jit
-def do_brk(s, p, task, r, npages):
+def do_brk(s, p, task, r, npages, now):
     """brk(): move the end of the task's VMA in slot r to npages from its start (within the slot);
     shrinking unmaps the tail. Returns (ok, cost)."""
     if s.regions.mm[r] != s.task[task].mm:
@@ -240,7 +240,7 @@ def do_brk(s, p, task, r, npages):
     new_end = s.regions.start[r] + min(max(npages, 0), s.regions.start[r + 1] - s.regions.start[r])
     cost = 0.0
     if new_end < s.regions.end[r]:
-        lru_add_drain_all(s)
+        cost += lru_add_drain_all(s, p, now)
         # a large folio the new end cuts is freed whole (see the module docstring)
         lo = new_end
         if lo > s.regions.start[r] and (s.pages.flags2[lo] & F2_PRESENT) == 0:
@@ -248,24 +248,24 @@ def do_brk(s, p, task, r, npages):
             head = lo & ~((np.int64(1) << o) - 1)
             if head >= s.regions.start[r] and head < lo and (s.pages.flags2[head] & F2_PRESENT):
                 lo = head
-        cost += zap_pte_range(s, p, r, lo, s.regions.end[r], False)
+        cost += zap_pte_range(s, p, r, lo, s.regions.end[r], False, now + np.int64(cost))
     s.regions.end[r] = new_end
     return True, cost
 
 
 @jit
-def exit_mmap(s, p, mm):
+def exit_mmap(s, p, mm, now):
     """exit_mmap(): the mm's last user is gone: unmap every VMA (fullmm gather), free the slots.
     Returns the cost."""
     cost = 0.0
     for r in range(s.regions.kind.shape[0]):
         if s.regions.mm[r] == mm:
-            cost += unmap_slot(s, p, r, True)
+            cost += unmap_slot(s, p, r, True, now + np.int64(cost))
     return cost
 
 
 @jit
-def do_exit(s, p, task):
+def do_exit(s, p, task, now):
     """do_exit() after exit_task_work (the caller ran the task's queued work): the task is dead;
     mmput() drops its mm, and the last user tears it down. Returns the cost."""
     s.task[task].dead = 1
@@ -273,11 +273,11 @@ def do_exit(s, p, task):
     s.mm[mm].users -= 1
     if s.mm[mm].users > 0:
         return 0.0
-    return exit_mmap(s, p, mm)
+    return exit_mmap(s, p, mm, now)
 
 
 @jit
-def do_ctrl(s, p, task, op, arg):
+def do_ctrl(s, p, task, op, arg, now):
     """A control op (ops.CTRL_*) of `task`. Returns (cost in ns, ok); not ok records a SIGSEGV in
     `sys` (an op on a slot the task's mm does not own, or mmap of a slot in use)."""
     kind = op & CTRL_KIND_MASK
@@ -286,7 +286,7 @@ def do_ctrl(s, p, task, op, arg):
     cost = p[P.SYSCALL_NS] + p[P.VMA_OP_NS]
     ok = True
     if kind == CTRL_EXIT:
-        cost = p[P.SYSCALL_NS] + do_exit(s, p, task)
+        cost = p[P.SYSCALL_NS] + do_exit(s, p, task, now)
     elif r < 0 or r >= s.regions.kind.shape[0]:
         ok = False
     elif kind == CTRL_MMAP:
@@ -294,9 +294,9 @@ def do_ctrl(s, p, task, op, arg):
     elif kind == CTRL_MUNMAP:
         ok = s.regions.mm[r] == s.task[task].mm
         if ok:
-            cost += unmap_slot(s, p, r, False)
+            cost += unmap_slot(s, p, r, False, now + np.int64(cost))
     elif kind == CTRL_BRK:
-        ok, c = do_brk(s, p, task, r, npages)
+        ok, c = do_brk(s, p, task, r, npages, now + np.int64(cost))
         cost += c
     else:
         ok = False

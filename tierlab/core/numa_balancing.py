@@ -17,6 +17,15 @@ Time is the kernel's jiffies_to_msecs(): milliseconds of the faulting task's vir
 32 bits; folio access times are masked to `access_time_bits` (LAST_CPUPID_SHIFT, 21 with
 NR_CPUS=8192), so latencies wrap as the kernel's do.
 
+Scale (docs/scaling.md). A run at --scale F models the full-size machine with every size F times
+smaller; a page is then re-accessed F times sooner, so the run is the full-size one with time
+compressed F-fold too. The kernel's clock here runs F times faster than the simulated one
+(now_ms: ms of full-size time), so hot_threshold_ms, scan_period_*_ms, the 1-s rate-limit window
+and the access-time wrap keep their full-size meaning with full ms resolution; the scan period
+computed in full-size ms becomes simulated ns divided by F; byte quantities of full-size memory
+are divided by F (scan_size_mb, the 1 GiB floor of pgdat_free_space_enough, the rate limit's
+pages per kernel second). F = 1 is the kernel exactly.
+
 Simplifications: one zone per node; the cmpxchg races between CPUs opening a rate-limit or
 threshold window cannot happen in a serial simulation.
 """
@@ -37,21 +46,31 @@ NUMA_MIGRATION_ADJUST_STEPS = 16
 
 
 @jit_inline
-def now_ms(clock_ns):
-    """jiffies_to_msecs(jiffies): the task's virtual time in ms, truncated to 32 bits."""
-    return np.int64(clock_ns // 1_000_000) & 0xFFFFFFFF
+def now_ms(p, clock_ns):
+    """jiffies_to_msecs(jiffies): the task's virtual time in ms (times the scale: full-size ms),
+    truncated to 32 bits."""
+    if p[P.SCALE] == 1.0:
+        return np.int64(clock_ns // 1_000_000) & 0xFFFFFFFF
+    return np.int64(clock_ns * p[P.SCALE] / 1e6) & 0xFFFFFFFF
+
+
+@jit_inline
+def scaled_pages(p, pages):
+    """A page count of full-size memory at the run's scale."""
+    return np.int64(pages / p[P.SCALE])
 
 
 @jit_inline
 def rate_limit_pages(p):
-    """promote_rate_limit_MBps converted to 4 KiB pages per second (MB << (20 - PAGE_SHIFT))."""
-    return np.int64(p[P.PROMOTE_RATE_LIMIT_MBPS]) << 8
+    """promote_rate_limit_MBps converted to 4 KiB pages per (kernel) second (MB << (20 - PAGE_SHIFT)),
+    divided by the scale."""
+    return scaled_pages(p, np.int64(p[P.PROMOTE_RATE_LIMIT_MBPS]) << 8)
 
 
 @jit_inline
-def pgdat_free_space_enough(s, nid):
-    """Free pages above WMARK_PROMO + max(1 GiB, node/16): promote without any hotness test."""
-    enough = max(np.int64(262144), s.pgdat[nid].managed >> 4)
+def pgdat_free_space_enough(s, p, nid):
+    """Free pages above WMARK_PROMO + max(1 GiB / scale, node/16): promote without any hotness test."""
+    enough = max(scaled_pages(p, 262144), s.pgdat[nid].managed >> 4)
     return s.pgdat[nid].free > s.pgdat[nid].wmark[WMARK_PROMO] + enough
 
 
@@ -106,7 +125,7 @@ def should_numa_migrate_memory(s, p, head, dst, nr, ms):
     per-node promotion rate limit."""
     if s.pgdat[dst].managed == 0:
         return False
-    if pgdat_free_space_enough(s, dst):
+    if pgdat_free_space_enough(s, p, dst):
         s.pgdat[dst].nbp_threshold = 0
         s.counters[dst, Vm.PGPROMOTE_CANDIDATE_NRL] += nr
         return True
@@ -140,7 +159,7 @@ def task_scan_min_ms(p, rss):
     scan_size = np.int64(p[P.SCAN_SIZE_MB])
     windows = MAX_SCAN_WINDOW_MB // scan_size if scan_size < MAX_SCAN_WINDOW_MB else np.int64(1)
     floor = 1000 // windows
-    nr_scan_pages = scan_size << 8
+    nr_scan_pages = max(np.int64(1), scaled_pages(p, scan_size << 8))   # full-size MB at the run's scale
     if rss <= 0:
         rss = nr_scan_pages
     nr_windows = (rss + nr_scan_pages - 1) // nr_scan_pages
@@ -150,14 +169,15 @@ def task_scan_min_ms(p, rss):
 TICK_NSEC = 4_000_000   # 1 s / HZ with HZ = 250, the kernel/Kconfig.hz default
 
 
-def thread_node_stamps(kernel, threads_per_process) -> list[int]:
+def thread_node_stamps(kernel, threads_per_process, scale: float = 1.0) -> list[int]:
     """init_numa_balancing()'s node_stamp for each task, process by process: 0 for a process's first
     thread; its k-th later thread (created by the first, with k users of the mm so far) is staggered
     by min(task_scan_max(current), current->numa_scan_period * k ms) + 2 ticks. The kernel compares
     task_scan_max()'s milliseconds with nanoseconds there (as unsigned ints), so the ms figure wins
     as a count of ns; this follows it. At clone time the mm has no RSS yet (one scan window), and
     the first thread's period is still scan_delay. A nonzero node_stamp means the thread never
-    recomputes its period at its first tick (task_tick_numa), so it keeps scan_delay."""
+    recomputes its period at its first tick (task_tick_numa), so it keeps scan_delay. Kernel ns,
+    divided by the run's scale (docs/scaling.md)."""
     scan_size = int(kernel.scan_size_mb)
     windows = MAX_SCAN_WINDOW_MB // scan_size if scan_size < MAX_SCAN_WINDOW_MB else 1
     smin = max(1000 // windows, int(kernel.scan_period_min_ms))     # task_scan_min, one window
@@ -169,15 +189,16 @@ def thread_node_stamps(kernel, threads_per_process) -> list[int]:
         for k in range(1, n):
             a = smax & 0xFFFFFFFF
             b = (delay_ms * k * 1_000_000) & 0xFFFFFFFF
-            out.append(min(a, b) + 2 * TICK_NSEC)
+            out.append(int((min(a, b) + 2 * TICK_NSEC) / scale))
     return out
 
 
 @jit
 def task_scan_start_ns(s, p, mm):
     """task_scan_start() (no numa_group: task_scan_min) for the mm's RSS now (get_mm_rss: its
-    MM_ANONPAGES + MM_FILEPAGES counters), in ns."""
-    return task_scan_min_ms(p, s.mm[mm].rss_anon + s.mm[mm].rss_file) * 1_000_000
+    MM_ANONPAGES + MM_FILEPAGES counters): the kernel's integer ms, as simulated ns (divided by
+    the scale, docs/scaling.md)."""
+    return np.int64(task_scan_min_ms(p, s.mm[mm].rss_anon + s.mm[mm].rss_file) * 1_000_000 / p[P.SCALE])
 
 
 @jit
@@ -227,9 +248,9 @@ def task_numa_work(s, p, mm, now):
     policy; only the default policy and a bind with MPOL_F_NUMA_BALANCING carry MOF).
     Huge-page alignment is taken from the region's start, as for a mapping placed THP-aligned."""
     mode = np.int64(p[P.NUMA_BALANCING])
-    pages = np.int64(p[P.SCAN_SIZE_MB]) << 8
+    pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))
     virtpages = pages * 8
-    stamp = np.uint32(now_ms(now) & ((np.int64(1) << np.int64(p[P.ACCESS_TIME_BITS])) - 1))
+    stamp = np.uint32(now_ms(p, now) & ((np.int64(1) << np.int64(p[P.ACCESS_TIME_BITS])) - 1))
     skip_toptier = not (mode & NUMA_BALANCING_NORMAL)
     tiering = (mode & NUMA_BALANCING_MEMORY_TIERING) != 0
     nr_pages = s.pages.node.shape[0]
@@ -320,6 +341,6 @@ def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache, allowed):
             s.counters[cpu_nid, Vm.NUMA_HINT_FAULTS_LOCAL] += 1
     if not allowed or not (np.int64(p[P.NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.pgdat[nid].tier == 0:
         return -1
-    if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now_ms(now)) or cpu_nid == nid:
+    if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now_ms(p, now)) or cpu_nid == nid:
         return -1
     return cpu_nid

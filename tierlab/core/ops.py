@@ -2,7 +2,9 @@
 
 A chunk holds, per task, a run of (page, op) pairs. An op is a kind in bits 0-1 -- LOAD/STORE
 through page tables, READ/WRITE through read()/write() of the page cache -- and flags: STREAM
-(sequential: readahead-friendly), SYSCALL_END (the system call returns after this page: task work
+(a load of a sequential stream through mmap: madvise(MADV_SEQUENTIAL), so a fault reads a
+readahead window; read() calls need no flag, readahead.py tells streams from their positions),
+SYSCALL_END (the system call returns after this page: task work
 runs), MARK (record the task's clock, e.g. at the end of a cycle), PAGE (a load copies the whole
 4 KiB page rather than one cache line).
 
@@ -21,7 +23,7 @@ OP_STORE = 1
 OP_READ = 2
 OP_WRITE = 3
 OP_KIND_MASK = 3
-OP_STREAM = 4        # part of a sequential stream: readahead serves its misses
+OP_STREAM = 4        # a load of a sequential stream through mmap (VM_SEQ_READ)
 OP_SYSCALL_END = 8
 OP_MARK = 16
 OP_PAGE = 32         # a load through page tables that reads the whole 4 KiB page (not one line)
@@ -51,3 +53,5 @@ ACCESS_PROMOTION_CANDIDATE = 3  # folio_mark_accessed's page-cache promotion hoo
 ACCESS_NOT_MAPPED = 4          # a present page-cache folio the task's mm has no PTE for: a minor fault
 ACCESS_SEGV = 5                # (general case) no VMA of the task's mm maps the page: SIGSEGV
 ACCESS_WP_FAULT = 6            # a store to a present, read-only PTE: write-protect fault (do_wp_page)
+ACCESS_READAHEAD = 7           # the folio the task's readahead marked PG_readahead: page_cache_async_ra()
+                               # (the run loop's general case starts it before taking the access)

@@ -14,10 +14,15 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
-from .lru import lru_add_drain_cpu
-from .mmzone import MAX_RECLAIM_RETRIES, wakeup_kswapd, zone_watermark_ok
+from .locks import i_pages_lock
+from .lru import folio_add_lru, lru_add_drain_cpu, workingset_refault
+from .params import P
+from .mmzone import MAX_RECLAIM_RETRIES, take_pages, wakeup_kswapd, zone_watermark_ok
 from .reclaim import direct_reclaim
-from .state import MPOL_BIND, MPOL_INTERLEAVE, MPOL_PREFERRED, WMARK_LOW, WMARK_MIN
+from .state import (
+    F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, MPOL_BIND, MPOL_INTERLEAVE,
+    MPOL_PREFERRED, ORDER_MASK, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN,
+)
 from .vmstat import Vm
 
 
@@ -78,7 +83,7 @@ def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
     retries = 0
     while nid < 0 and retries < MAX_RECLAIM_RETRIES:
         if retries == 0:
-            lru_add_drain_cpu(s, cpu)
+            cost += lru_add_drain_cpu(s, p, cpu, clock)
         s.counters[cpu_nid, Vm.ALLOCSTALL] += 1
         got, c = direct_reclaim(s, p, cands, n, clock + np.int64(cost), scratch)
         cost += c
@@ -107,3 +112,77 @@ def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
     if nid >= 0:
         return nid, 0.0
     return alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch)
+
+
+@jit_inline
+def folio_order_for(s, r, page):
+    """The region's folio order, lowered until the naturally aligned folio around `page` lies inside
+    the region and none of its pages is present or mapped (thp_vma_suitable_order() and the
+    all-PTEs-none test of alloc_anon_folio(); page-cache folios stop at EOF). Order 1 is skipped for
+    anon memory, as the kernel does."""
+    order = np.int64(s.regions.order[r])
+    lo = s.regions.start[r]
+    hi = s.regions.start[r + 1]
+    anon = s.regions.kind[r] == REGION_ANON
+    while order > 0:
+        if not (anon and order == 1):
+            nr = np.int64(1) << order
+            head = page & ~(nr - 1)
+            ok = head >= lo and head + nr <= hi
+            if ok:
+                for i in range(nr):
+                    if s.pages.flags2[head + i] & (F2_PRESENT | F2_MAPPED):
+                        ok = False
+                        break
+            if ok:
+                return order
+        order -= 1
+    return np.int64(0)
+
+
+@jit_inline
+def folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands):
+    """A new folio of `order` holding `page` of region r: allocated (alloc_folio), accounted on its
+    node, present, with the flags its shadow or swap entry restores (workingset_refault) -- what a
+    fault and filemap_add_folio() have in common, before the folio goes on the LRU. Returns (node or
+    -1 on OOM, head, nr, pages that were in swap, cost in ns)."""
+    pg = s.pages
+    anon = s.regions.kind[r] == REGION_ANON
+    nr = np.int64(1) << order
+    head = page & ~(nr - 1)
+    # the page's shadow entry (or swap entry) decides refault activation
+    evict_nid = pg.node[page]
+    refault = (pg.flags2[page] & (F2_SHADOW | F2_SWAPPED)) != 0
+    shadow_age = pg.stamp[page]
+    shadow_ws = pg.flags[page] & PG_WORKINGSET
+    nid, cost = alloc_folio(s, p, r, cpu, head, nr, clock, scratch, cands)
+    if nid < 0:
+        return nid, head, nr, 0, cost
+    nr_swapped = 0
+    for i in range(nr):
+        pg.order[head + i] = (pg.order[head + i] & ~ORDER_MASK) | order
+        if pg.flags2[head + i] & F2_SWAPPED:
+            nr_swapped += 1
+        if i > 0:
+            pg.flags2[head + i] = F2_ANON if anon else np.uint8(0)
+            pg.flags[head + i] = 0
+    take_pages(s, nid, head, nr)
+    contig = pg.flags2[head] & F2_CONTIG
+    pg.flags2[head] = F2_PRESENT | contig | (F2_ANON if anon else 0)
+    pg.flags[head] = shadow_ws if refault else np.uint8(0)
+    if refault:
+        pg.stamp[head] = shadow_age
+        workingset_refault(s, p, head, nid, evict_nid)
+    pg.stamp[head] = STAMP_NONE
+    return nid, head, nr, nr_swapped, cost
+
+
+@jit_inline
+def filemap_add_folio(s, p, cpu, head, now):
+    """mm/filemap.c filemap_add_folio() for a folio folio_alloc_add() made: the xarray store under
+    the mapping's xa_lock (__filemap_add_folio), then folio_add_lru(). Returns the cost in ns: the
+    insertion (pagecache_insert_ns, which includes the lock's hold) and the waits for both locks."""
+    wait = i_pages_lock(s, p, head, now)
+    cost = p[P.PAGECACHE_INSERT_NS] + wait
+    cost += folio_add_lru(s, p, cpu, head, now + np.int64(wait + p[P.XA_LOCK_NS]))
+    return cost

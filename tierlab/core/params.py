@@ -35,6 +35,7 @@ KNOB_NAMES = (
     "sched_min_granularity_ns",
     "sched_wakeup_granularity_ns",
     "sched_tunable_scaling",          # SCHED_TUNABLESCALING_* (sched.py)
+    "read_ahead_kb",
 )
 # from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
 MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")
@@ -45,6 +46,8 @@ ENGINE_NAMES = (
     "seed",
     "fast_case",             # 1: accesses try access_present()'s fast case first; 0: every access takes the
                              # general case (same results by construction; the tests check it)
+    "scale",                 # the run's --scale F: sizes are F times smaller and so, per page, is time; the
+                             # kernel's clock and byte floors follow (numa_balancing.py, docs/scaling.md)
 )
 PARAM_NAMES = KNOB_NAMES + tuple(COSTS) + MACHINE_NAMES + ENGINE_NAMES
 P = IntEnum("P", {n.upper(): i for i, n in enumerate(PARAM_NAMES)})

@@ -13,6 +13,9 @@ shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its
 time delays them), so allocation and reclaim race in virtual time as they do on a real machine;
 direct reclaim runs batches on the allocating task's clock until 32 pages are reclaimed.
 
+Isolation and putback take the node's lru_lock, and dropping a file folio takes its mapping's
+xa_lock (__remove_mapping): locks.py; waiting for them adds to the reclaimer's time.
+
 Simplifications, and why:
 - No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
   pass falls short; here each batch scans the 32 oldest folios of the chosen list, which keeps the
@@ -20,17 +23,20 @@ Simplifications, and why:
 - get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - Dirty file folios are written back and reclaimed in the same pass (the kernel tags them
-  PG_reclaim and reclaims them after the flusher); the write-back is charged as pgpgout + I/O.
+  PG_reclaim and reclaims them after the flusher); the write-back is pgpgout and a write request on
+  the block device (blkdev.py), which takes device capacity from readers but no reclaim time.
 """
 from __future__ import annotations
 
 import numpy as np
 from ._jit import jit, jit_inline
 
+from .locks import i_pages_lock, lru_lock, lru_lock_hold
 from .lru import (
     can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, node_lru_pages,
     workingset_eviction,
 )
+from .blkdev import FILE_DEV, blk_submit
 from .migrate import batch_cost, move_isolated_folio
 from .mm import folio_unmapped_rss
 from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
@@ -75,24 +81,33 @@ def can_reclaim_anon(s, p, nid):
 
 
 @jit
-def shrink_active_list(s, p, nid, lru, nr_to_scan):
+def shrink_active_list(s, p, nid, lru, nr_to_scan, now):
     """Deactivate up to nr_to_scan folios from the tail of an active list. folio_referenced() clears
     the young bits it finds; only executable file folios would stay active, and tierlab has none,
-    so every scanned folio moves to the inactive list with PG_workingset set. Returns the cost."""
+    so every scanned folio moves to the inactive list with PG_workingset set. The folios are
+    isolated under the node's lru_lock (isolate_lru_folios) and put back under it again
+    (move_folios_to_lru). Returns the cost."""
     head = lru_sentinel(s, nid, lru)
     scanned = 0
+    n = 0
     cost = 0.0
     while scanned < nr_to_scan and s.pages.prev[head] != head:
         x = s.pages.prev[head]
         lruvec_del_folio(s, x)
         nr = folio_nr_pages(s, x)
         scanned += nr
+        n += 1
         s.pages.flags[x] &= ~(PG_ACTIVE | PG_YOUNG)
         s.pages.flags[x] |= PG_WORKINGSET
         lruvec_add_folio(s, x)
         s.counters[nid, Vm.PGDEACTIVATE] += nr
         cost += p[P.RECLAIM_SCAN_NS]
     s.counters[nid, Vm.PGREFILL] += scanned
+    if n > 0:
+        # isolate_lru_folios at the start of the work, move_folios_to_lru at its end
+        wait = lru_lock(s, p, nid, now, n)
+        cost += wait
+        cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, n))), n)
     return cost
 
 
@@ -116,9 +131,11 @@ def folio_check_references(s, x):
 
 
 @jit
-def reclaim_folio(s, p, nid, x):
-    """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry.
-    Returns (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
+def reclaim_folio(s, p, nid, x, now):
+    """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry (under
+    the mapping's xa_lock: __remove_mapping; a dirty one written to the block device first:
+    pageout(), asynchronous, so only the device's capacity is used, not reclaim's time). Returns
+    (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
     nr = folio_nr_pages(s, x)
     cost = p[P.RECLAIM_FREE_NS]
     if s.pages.flags2[x] & F2_ANON:
@@ -128,9 +145,11 @@ def reclaim_folio(s, p, nid, x):
         s.sys[0].nr_swap_used += nr
         s.counters[nid, Vm.PSWPOUT] += nr
         cost += p[P.SWAP_OUT_4K_NS] * nr
-    elif s.pages.flags[x] & PG_DIRTY:
-        s.counters[nid, Vm.PGPGOUT] += nr * 4
-        cost += p[P.IO_SEQ_4K_NS] * nr
+    else:
+        if s.pages.flags[x] & PG_DIRTY:
+            s.counters[nid, Vm.PGPGOUT] += nr * 4
+            blk_submit(s, FILE_DEV, now, nr, True)
+        cost += i_pages_lock(s, p, x, now)
     if s.pages.flags2[x] & F2_MAPPED:
         folio_unmapped_rss(s, x, nr)       # try_to_unmap(): the mm's RSS drops (anon: a swap entry)
     free_folio(s, x)
@@ -182,7 +201,9 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
     file = lru == LRU_INACTIVE_FILE
     s.counters[nid, Vm.PGSCAN_KSWAPD if kswapd else Vm.PGSCAN_DIRECT] += scanned
     s.counters[nid, Vm.PGSCAN_FILE if file else Vm.PGSCAN_ANON] += scanned
-    cost = p[P.RECLAIM_SCAN_NS] * n
+    cost = lru_lock(s, p, nid, now, n) if n > 0 else 0.0            # isolate_lru_folios
+    cost += p[P.RECLAIM_SCAN_NS] * n
+    putback = 0
     demote = can_demote(s, p, nid)
     reclaimed = 0
     demoted = 0
@@ -196,29 +217,34 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
             s.pages.flags[x] |= PG_ACTIVE
             s.counters[nid, Vm.PGACTIVATE] += nr
             lruvec_add_folio(s, x)
+            putback += 1
             continue
         if verdict == FOLIOREF_KEEP:
             lruvec_add_folio(s, x)
+            putback += 1
             continue
         if demote:
             # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
-            got, c = demote_folio(s, p, nid, x, now)
+            got, c = demote_folio(s, p, nid, x, now + np.int64(cost))
             cost += c
             if got > 0:
                 demoted += got
                 reclaimed += got
                 nr_demote_folios += 1
                 continue
-        got, c = reclaim_folio(s, p, nid, x)
+        got, c = reclaim_folio(s, p, nid, x, now + np.int64(cost))
         cost += c
         if got == 0:
             # anon without swap space: add_to_swap() fails and the folio is activated
             s.pages.flags[x] |= PG_ACTIVE
             s.counters[nid, Vm.PGACTIVATE] += nr
             lruvec_add_folio(s, x)
+            putback += 1
             continue
         reclaimed += got
     cost += batch_cost(p, nr_demote_folios)
+    if putback > 0:                                                     # move_folios_to_lru, at the end
+        cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, putback))), putback)
     s.counters[nid, Vm.PGSTEAL_KSWAPD if kswapd else Vm.PGSTEAL_DIRECT] += reclaimed
     s.counters[nid, Vm.PGSTEAL_FILE if file else Vm.PGSTEAL_ANON] += reclaimed
     s.counters[nid, Vm.PGDEMOTE_KSWAPD if kswapd else Vm.PGDEMOTE_DIRECT] += demoted
@@ -239,7 +265,7 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
     s.lruvec[nid].refaults[0] = act_anon
     s.lruvec[nid].refaults[1] = act_file
     if deact_file:
-        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX)
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX, now)
 
     inact_file = s.lruvec[nid].lru_size[LRU_INACTIVE_FILE]
     inact_anon = s.lruvec[nid].lru_size[LRU_INACTIVE_ANON]
@@ -268,7 +294,7 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
         lru = LRU_INACTIVE_FILE if scan_file else LRU_INACTIVE_ANON
         before = s.lruvec[nid].lru_size[lru]
         if before > 0:
-            r, c = shrink_inactive_list(s, p, nid, lru, SWAP_CLUSTER_MAX, kswapd, now, scratch)
+            r, c = shrink_inactive_list(s, p, nid, lru, SWAP_CLUSTER_MAX, kswapd, now + np.int64(cost), scratch)
             reclaimed += r
             scanned += min(before, SWAP_CLUSTER_MAX)
             cost += c
@@ -277,9 +303,9 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
         scan_file = not scan_file
 
     if anon_ok and (deact_anon or inactive_is_low(s, nid, False)):
-        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX)
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX, now + np.int64(cost))
     elif scanned == 0 and s.lruvec[nid].lru_size[LRU_ACTIVE_FILE] > 0:
-        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX)
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX, now + np.int64(cost))
         scanned += 1
     return reclaimed, scanned, cost
 

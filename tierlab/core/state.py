@@ -26,12 +26,18 @@ below.
     pgdat     struct pglist_data + its one zone, per node (PGDAT_DTYPE)
     lruvec    struct lruvec, one per node (the root memcg) (LRUVEC_DTYPE; MGLRU adds its fields here)
     mem       the node's memory as a device for the time model, cost.py (MEM_DTYPE)
+    membw     the node's memory bandwidth: a capacity calendar per node (resource.py, MEM_BW_BINS bins
+              of MEM_BW_BIN_NS), booked by cost.py
+    locks     the calendars of lruvec->lru_lock (one per node) and of each file's i_pages xa_lock
+              (one per region), locks.py
     zonelist  int8[N, N] fallback order by distance, -1 padded
     demote_target int8[N, N] preferred demotion targets, -1 padded
     cpu       per CPU (CPU_DTYPE): its clock, CFS runqueue and lru_add batch (per-CPU TLBs go beside it)
     task      per task (TASK_DTYPE), with the mm it belongs to, its start time, exit state and CFS entity
     mm        per mm (MM_DTYPE): users, RSS counters, the NUMA scanner's cursor and next-scan time,
               hint-fault count, the task policy (set_mempolicy), the cpumask of CPUs that ran it
+    blkdev    per block device (BLKDEV_DTYPE): its figures and /proc/diskstats; files live on device 0
+    devcal    the devices' capacity calendars (resource.py), NR_DEV_CALS per device (blkdev.py)
     sys       the kernel's globals, one record (SYS_DTYPE): time reached, swap in use, sampling
     marks     int64[T, M] task clock at MARK ops
     counters  int64[N, NR_VMSTAT_ITEMS] vmstat events per node (vmstat.py)
@@ -48,6 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
+from .resource import calendar_array
 from .sched import KSWAPD_VRUNTIME_BOOT, cpu_task_lists
 
 # flags (folio->flags analogues)
@@ -121,6 +128,16 @@ STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_
 NO_MM = -1         # regions.mm of an unmapped slot or a read()-only file
 MM_CPUMASK_WORDS = 64   # mm_cpumask: one bit per CPU slot of `cpu`, NR_CPUS = 4096
 
+IODEPTH_MAX = 256       # calls in flight per task (fio iodepth) the asynchronous engine supports
+NR_CLAT_BUCKETS = 29 * 64   # fio's FIO_IO_U_PLAT_GROUP_NR x FIO_IO_U_PLAT_VAL (fileio.py)
+NO_STOP = np.int64(1) << np.int64(62)   # task.stop_at when the task runs until its stream ends
+
+# file access advice (posix_fadvise / madvise) per region: FMODE_RANDOM, VM_SEQ_READ (readahead.py)
+FADV_NORMAL = 0
+FADV_RANDOM = 1
+FADV_SEQUENTIAL = 2
+FADV_CODES = {"normal": FADV_NORMAL, "random": FADV_RANDOM, "sequential": FADV_SEQUENTIAL}
+
 PAGE_STATE_BYTES = 16   # node, flags, flags2, order (1 each), prev, next, stamp (4 each)
 
 PGDAT_DTYPE = np.dtype([
@@ -161,10 +178,14 @@ MEM_DTYPE = np.dtype([
     ("line_ns", np.float64),         # random cache-line load, unloaded
     ("write_ns", np.float64),        # random cache-line store, unloaded
     ("bw_bytes_ns", np.float64),     # peak bandwidth, bytes per ns
-    ("load_factor", np.float64),     # loaded-latency multiplier from the last window
-    ("win_start", np.int64),         # start of the bandwidth accounting window
-    ("win_bytes", np.float64),       # bytes moved in the current window
+    ("load_factor", np.float64),     # loaded-latency multiplier (cost.py), valid for bin `lf_bin`
+    ("lf_bin", np.int64),            # membw bin load_factor was computed for (-1: none yet)
 ], align=True)
+
+MEM_BW_BIN_NS = 1024                 # the bandwidth calendars: bin width and ring size (cost.py says why)
+MEM_BW_BINS = 1024
+LOCK_BIN_NS = 256                    # the lock calendars (locks.py says why)
+LOCK_BINS = 4096
 
 CPU_DTYPE = np.dtype([
     ("node", np.int64),
@@ -200,6 +221,27 @@ TASK_DTYPE = np.dtype([
     ("next_on_cpu", np.int64),       # the next task on the same CPU (cpu.first_task), -1 at the end
     ("start", np.int64),             # ns: not runnable before this virtual time (a process started within the run)
     ("dead", np.int64),              # 1 once the task has exited (do_exit)
+    # file_ra_state of the task's open file (readahead.py): the last window, the one before it (their
+    # reads may still be in flight), and prev_pos
+    ("ra_file", np.int64),           # region the state belongs to (-1: none yet; reset on another file)
+    ("ra_start", np.int64),          # ra->start, a page id
+    ("ra_size", np.int64),           # ra->size, pages
+    ("ra_async_size", np.int64),     # ra->async_size, pages
+    ("ra_mark", np.int64),           # the page marked PG_readahead (start + size - async_size), -1: none
+    ("ra_done", np.int64),           # completion time of the window's reads, ns
+    ("ra_prev_start", np.int64),     # the window before [ra_prev_start, ra_prev_end) and its completion
+    ("ra_prev_end", np.int64),
+    ("ra_prev_done", np.int64),
+    ("prev_pos", np.int64),          # ra->prev_pos >> PAGE_SHIFT: the page after the previous read() (-1)
+    ("ra_req", np.int64),            # pages left in the current read() (set by the run loop at a miss)
+    # the I/O engine of the task's read()/write() calls (fileio.py)
+    ("iodepth", np.int64),           # 0: synchronous (pread: waits for its I/O); n: up to n calls in flight
+    ("nr_inflight", np.int64),
+    ("inflight", np.int64, (IODEPTH_MAX,)),   # completion times of the calls in flight
+    ("call_clock", np.int64),        # clock at which the current call started
+    ("call_ready", np.int64),        # completion of the current call's reads (asynchronous engine)
+    ("stop_at", np.int64),           # clock at which the task stops issuing accesses (fio runtime)
+    ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
 ], align=True)
 
 MM_DTYPE = np.dtype([
@@ -215,6 +257,26 @@ MM_DTYPE = np.dtype([
     ("policy_flags", np.int64),      # its pol->flags (MPOL_F_MOF | MPOL_F_MORON with MPOL_F_NUMA_BALANCING)
     ("policy_nodes", np.uint64),     # its nodemask, bit n = node n
     ("cpumask", np.uint64, (MM_CPUMASK_WORDS,)),  # mm_cpumask(): CPU slots that ran the mm's threads
+], align=True)
+
+BLKDEV_DTYPE = np.dtype([
+    # the device's figures (machine file; blkdev.py)
+    ("read_lat_ns", np.float64),     # unloaded latency of a 4 KiB read
+    ("write_lat_ns", np.float64),
+    ("read_bw", np.float64),         # peak read bandwidth, bytes per ns
+    ("write_bw", np.float64),
+    ("read_iops", np.float64),       # peak 4 KiB random reads per ns
+    ("write_iops", np.float64),
+    ("queue_depth", np.int64),       # requests the device serves at once
+    ("max_sectors_pages", np.int64), # queue/max_sectors_kb in pages: a bio is split into requests of at most this
+    # /proc/diskstats
+    ("rd_ios", np.int64),
+    ("rd_sectors", np.int64),
+    ("rd_ticks_ns", np.int64),       # sum of the reads' service times (submission to completion)
+    ("wr_ios", np.int64),
+    ("wr_sectors", np.int64),
+    ("wr_ticks_ns", np.int64),
+    ("last_done_ns", np.int64),      # the latest completion of any request so far
 ], align=True)
 
 SYS_DTYPE = np.dtype([
@@ -249,6 +311,7 @@ class Regions(NamedTuple):
     end: np.ndarray       # int64[R] end of the mapped part: the VMA is [start[r], end[r]) (brk moves it)
     pol_flags: np.ndarray  # int64[R] the effective policy's flags (MPOL_F_MOF, MPOL_F_MORON)
     vma_policy: np.ndarray  # int8[R] 1: the slot has a VMA policy of its own (mbind); 0: the mm's applies
+    advice: np.ndarray    # int8[R] FADV_*: the file's access advice (readahead.py)
 
 
 class SimState(NamedTuple):
@@ -257,11 +320,15 @@ class SimState(NamedTuple):
     pgdat: np.ndarray
     lruvec: np.ndarray
     mem: np.ndarray
+    membw: np.ndarray
+    locks: np.ndarray
     zonelist: np.ndarray
     demote_target: np.ndarray
     cpu: np.ndarray
     task: np.ndarray
     mm: np.ndarray
+    blkdev: np.ndarray
+    devcal: np.ndarray
     sys: np.ndarray
     marks: np.ndarray
     counters: np.ndarray
@@ -281,7 +348,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
              tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, kswapd_cpu, nr_marks,
              nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ns, seed,
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
-             task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_policy=None) -> SimState:
+             task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_policy=None,
+             region_advice=None, devices=(), task_iodepth=None, dev_bin_ns=1 << 16) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
     region_*: per region slot (pages, REGION_* kind, MPOL_* effective policy, allowed nodes, folio
@@ -294,7 +362,10 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     node_stamp (init_numa_balancing's stagger of a process's later threads); kswapd_cpu: the CPU
     of each node's kswapd; mm_start / mm_policy: per mm its start time and task policy (mode,
     flags, nodemask). Without the optional arguments: one mm that maps every region, all tasks in
-    it from time 0 (the old layout)."""
+    it from time 0 (the old layout).
+    task_iodepth: each task's I/O engine (0 synchronous); region_advice: per region FADV_*;
+    devices: per block device a dict of BLKDEV_DTYPE's figures, with capacity calendars of
+    `dev_bin_ns` bins (blkdev.py)."""
     R = len(region_pages)
     N = len(managed)
     C = len(cpu_nodes)
@@ -321,7 +392,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                       pol_flags=(np.asarray(region_pol_flags, np.int64) if region_pol_flags is not None
                                  else np.where(policy == MPOL_DEFAULT, MPOL_F_MOF | MPOL_F_MORON, 0).astype(np.int64)),
                       vma_policy=(np.asarray(region_vma_policy, np.int8) if region_vma_policy is not None
-                                  else (policy != MPOL_DEFAULT).astype(np.int8)))
+                                  else (policy != MPOL_DEFAULT).astype(np.int8)),
+                      advice=np.asarray(region_advice if region_advice is not None else [FADV_NORMAL] * R, np.int8))
     pgdat = np.zeros(N, PGDAT_DTYPE)
     pgdat["managed"] = managed
     pgdat["free"] = managed
@@ -335,6 +407,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     for k in ("seq_ns", "line_ns", "write_ns", "bw_bytes_ns"):
         memarr[k] = [m[k] for m in mem]
     memarr["load_factor"] = 1.0
+    memarr["lf_bin"] = -1
     zl = np.full((N, N), -1, np.int8)
     for i, order in enumerate(zonelists):
         zl[i, :len(order)] = order
@@ -353,6 +426,14 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     cpu["first_task"], task["next_on_cpu"] = cpu_task_lists(task_cpu, C)
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
+    task["ra_file"] = -1
+    task["ra_mark"] = -1
+    task["prev_pos"] = -1
+    task["stop_at"] = NO_STOP
+    if task_iodepth is not None:
+        task["iodepth"] = task_iodepth
+    from .blkdev import blkdev_array
+    blkdev, devcal = blkdev_array(devices, dev_bin_ns)
     M = 1 if mm_start is None else len(mm_start)
     mm = np.zeros(M, MM_DTYPE)
     # init_numa_balancing() for an mm's first task: the first scan no earlier than scan_delay after it
@@ -369,8 +450,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)
     rec = lambda a: a.view(np.recarray)  # noqa: E731
     return SimState(pages=pages, regions=regions, pgdat=rec(pgdat), lruvec=rec(np.zeros(N, LRUVEC_DTYPE)),
-                    mem=rec(memarr), zonelist=zl, demote_target=dt, cpu=rec(cpu), task=rec(task), mm=rec(mm),
-                    sys=rec(sysrec),
+                    mem=rec(memarr), membw=calendar_array(memarr["bw_bytes_ns"], MEM_BW_BIN_NS, MEM_BW_BINS),
+                    locks=calendar_array(np.ones(N + R), LOCK_BIN_NS, LOCK_BINS), zonelist=zl, demote_target=dt,
+                    cpu=rec(cpu), task=rec(task), mm=rec(mm), blkdev=rec(blkdev), devcal=devcal, sys=rec(sysrec),
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
                     samples=np.zeros((sample_rows, sample_cols), np.int64))

@@ -153,6 +153,14 @@ def knob_writes(kernel: Kernel) -> list[tuple[str, str, str]]:
     return out
 
 
+def _device_path(path: str, disk: bool) -> str:
+    """A knob path of the block device files live on (/sys/block/<dev>/...): the guest's disk
+    (vda), or '' when the guest has none (the files are then in its initramfs)."""
+    if "<dev>" not in path:
+        return path
+    return path.replace("<dev>", "vda") if disk else ""
+
+
 def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: dict[str, str],
                disk: bool) -> str:
     """/run.sh: mount the disk, write settings and knobs (and report them), dump the counters
@@ -176,12 +184,13 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
     for path, value in guest_settings.items():
         lines.append(f"w {shlex.quote(path)} {shlex.quote(value)}")
     for name, path, value in knob_writes(kernel):
-        lines.append(f"w {shlex.quote(path)} {shlex.quote(value)}")
+        if _device_path(path, disk):
+            lines.append(f"w {shlex.quote(_device_path(path, disk))} {shlex.quote(value)}")
     for path in guest_settings:
         lines.append(f"echo \"@@tierlab setting {path} $(cat {shlex.quote(path)})\"")
     for name, knob in KNOBS.items():
-        if knob.where.startswith("/") and name not in NOT_IN_KERNEL:
-            lines.append(f"echo \"@@tierlab knob {name} $(cat {shlex.quote(knob.where)})\"")
+        if knob.where.startswith("/") and name not in NOT_IN_KERNEL and _device_path(knob.where, disk):
+            lines.append(f"echo \"@@tierlab knob {name} $(cat {shlex.quote(_device_path(knob.where, disk))})\"")
     lines += [
         "for t in /sys/devices/virtual/memory_tiering/memory_tier*; do",
         "  echo \"@@tierlab tier ${t##*memory_tier} $(cat $t/nodelist)\"",

@@ -5,10 +5,12 @@ from ..errors import ConfigError
 from .anon_pressure import AnonPressure
 from .base import Chunk, Process, Region, Workload
 from .file_read import FileRead
+from .fio import Fio
 from .random_read import RandomRead
 from .trace import TraceWorkload
 
-WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, RandomRead, AnonPressure, TraceWorkload)}
+WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, Fio, RandomRead, AnonPressure,
+                                                              TraceWorkload)}
 
 
 def register(cls: type[Workload]) -> type[Workload]:

@@ -33,6 +33,7 @@ from ..units import PAGE_SIZE, parse_int, parse_number, parse_scale, parse_size
 CHUNK_ACCESSES = 1 << 22   # accesses per chunk: ~40 MB of arrays, amortises the call into numba
 
 POLICIES = ("default", "bind", "preferred", "interleave")
+ADVICE = ("normal", "random", "sequential")
 POLICY_FLAGS = ("numa_balancing",)   # MPOL_F_NUMA_BALANCING, with bind only (sanitize_mpol_flags)
 POLICY_ACCEPTED = ("default, bind:N[,M..], bind|numa_balancing:N[,M..], preferred:N, interleave:N,M[,..]")
 
@@ -59,6 +60,8 @@ class Region:
     nodes: tuple[int, ...] = ()
     order: int = 0            # folio order used on faults
     mapped: bool = False      # file regions: also mapped with mmap (a VMA the NUMA scanner walks)
+    advice: str = "normal"    # file regions: posix_fadvise advice of the tasks' open file (readahead):
+                              # normal, random (FMODE_RANDOM), sequential (twice the readahead window)
 
     def __post_init__(self):
         if self.kind not in ("anon", "file"):
@@ -66,6 +69,8 @@ class Region:
         mode, _ = split_policy(self.policy, f"region {self.name}: policy")
         if mode != "default" and not self.nodes:
             raise ConfigError(f"region {self.name}: policy {self.policy} needs nodes")
+        if self.advice not in ADVICE:
+            raise ConfigError(f"region {self.name}: advice must be one of {', '.join(ADVICE)}, got {self.advice!r}")
 
     @property
     def is_file(self) -> bool:
@@ -109,6 +114,23 @@ class Chunk:
     offsets: np.ndarray   # int64[T+1]
     pages: np.ndarray     # int64[n]
     ops: np.ndarray       # uint8[n]
+    # a phase starts with this chunk: every task starts it at the same time (the latest clock: a
+    # task that got there first waits) and the read()/write() latency histograms start empty (the
+    # statistics of what came before, e.g. fio's pre_read, are dropped)
+    start_phase: bool = False
+    # with start_phase: every task stops issuing accesses runtime_ns after the phase start (the rest
+    # of this and later chunks is skipped). None: no limit.
+    runtime_ns: int | None = None
+
+
+@dataclass
+class Progress:
+    """What the simulation sends back into a workload's chunk generator after running a chunk
+    (`progress = yield chunk`): the workload can decide what to generate next, e.g. keep going
+    until every task's runtime is over (fio's time_based)."""
+    task_clock_ns: np.ndarray   # each task's clock when it last ran
+    stopped: np.ndarray         # bool per task: its runtime is over (Chunk.runtime_ns)
+    phase_start_ns: int         # when the last phase started (Chunk.start_phase; 0 before any)
 
 
 @dataclass(frozen=True)
@@ -227,7 +249,8 @@ class Workload:
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
         """Yield the access chunks. A chunk's arrays may be reused for the next chunk (file-read
-        refills one buffer): consume each chunk before asking for the next."""
+        refills one buffer): consume each chunk before asking for the next. A generator receives a
+        Progress from `yield` once its chunk has run (Simulation.run sends it)."""
         raise NotImplementedError
 
     def nr_accesses(self) -> int | None:
@@ -237,6 +260,16 @@ class Workload:
     def nr_marks(self) -> int:
         """MARK ops per task (cycle boundaries), to size the marks array."""
         return 0
+
+    def task_iodepth(self) -> list[int] | None:
+        """Each task's I/O engine for its read()/write() calls: 0 synchronous (pread), n >= 1 up to
+        n calls in flight (io_uring); None: all synchronous (core/fileio.py)."""
+        return None
+
+    def summary(self, result, phase_start_ns: int) -> dict:
+        """The workload's own report of a Result (e.g. fio's JSON output), JSON-able; {}: none.
+        phase_start_ns: when the last phase started (Chunk.start_phase)."""
+        return {}
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.values.items())

@@ -1,0 +1,62 @@
+"""--scale keeps the answer (docs/scaling.md): the seed 000 table and a hint-fault promotion case
+give the same ratios at two scales."""
+from __future__ import annotations
+
+import pytest
+
+from tierlab.api import run_config
+from tierlab.reproduce import run_reproduction
+
+FULL_ACCESSES = 64 * 200_000          # random reads of the full-size run
+
+
+def promotion_shares(scale):
+    """A 2 GiB file mmap'd on qemu-2node (1 GiB DRAM + 8 GiB CXL) and read at random in tiering mode
+    with the kernel's default timers: shares of the file's pages that took a hint fault and that
+    were promoted, and the run's length in full-size seconds."""
+    res = run_config({"machine": "qemu-2node", "workload": "random-read", "scale": scale, "seed": 5,
+                      "params": {"file_size": "2GiB", "accesses": str(int(FULL_ACCESSES / scale)),
+                                 "io": "mmap", "prefault": "1"},
+                      "knobs": {"numa_balancing": 2, "demotion_enabled": 1}})
+    pages = (2 << 30) // 4096 / scale
+    c = res.counters
+    return c["numa_hint_faults"] / pages, c["pgpromote_success"] / pages, res.sim_time_s * scale
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "since the scan-period fix (period from the mm's RSS at the first tick: 125 ms here) scans land "
+    "every 2-3 periods, on a knife edge between task_tick_numa's node_stamp and mm->numa_next_scan "
+    "evaluated in continuous time; which side a tick falls on differs between scales (numa_pte_updates "
+    "1.73 vs 1.87 per page, hint faults 1.68 vs 1.78, promotions 1.49 vs 1.51). The kernel evaluates "
+    "both on the jiffies grid (HZ ticks, msecs_to_jiffies rounding up); modelling the tick grid, "
+    "scaled with the run, is the fix (open)"))
+def test_hint_fault_promotion_is_the_same_share_at_scales_16_and_64():
+    hint16, promo16, t16 = promotion_shares(16)
+    hint64, promo64, t64 = promotion_shares(64)
+    assert t64 == pytest.approx(t16, rel=0.01)         # the same full-size duration (a few s)
+    assert promo16 > 0.1                               # promotion happens, at both scales
+    assert hint64 == pytest.approx(hint16, rel=0.03)
+    assert promo64 == pytest.approx(promo16, rel=0.10)
+
+
+@pytest.fixture(scope="module")
+def seed000_two_scales():
+    return [run_reproduction("pagecache-promotion-128g", scale=f, steady_cycles=2, cycles=12).set_index(
+        ["experiment", "metric"]) for f in (32, 64)]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "after the scan-period fix (merged with the processes work) the steady columns at scale 64 run "
+    "0.3-1.0 % faster than at scale 32 and add_order_overhead differs 2.5 % (0.463 vs 0.475); the "
+    "rounds agree exactly. Same cause as the hint-fault test: the scanner's period now comes from "
+    "file-read's one-call buffer RSS (not scaled, docs/scaling.md) and the scan tick is evaluated in "
+    "continuous time rather than on the jiffies grid (open)"))
+def test_seed000_predicted_columns_agree_at_scales_32_and_64(seed000_two_scales):
+    a, b = seed000_two_scales
+    pred = a.role == "predicted"
+    counts = [m for m in a.index if m[1].endswith("_rounds")]
+    for key in a.index[pred]:
+        if key in counts:
+            assert a.simulated[key] == b.simulated[key], key
+        else:
+            assert b.simulated[key] == pytest.approx(a.simulated[key], rel=0.01), key

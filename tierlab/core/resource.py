@@ -1,0 +1,202 @@
+"""Contended resources in virtual time: a time-slotted capacity calendar per resource.
+
+What it models. Anything that serves a bounded amount of work per unit of time and is shared by
+the simulated entities: a node's memory bandwidth (bytes per ns, cost.py), a lock (ns of hold per
+ns: at most one holder at a time), a device. It is not a kernel object; the users name the kernel
+objects they model.
+
+Why a calendar. Tasks on CPUs and kswapd run in quanta (`quantum_ns`), so their clocks interleave
+out of order by up to about a quantum: an entity that runs later in host order may book work at an
+earlier virtual time than one that ran before it. A FIFO `busy_until` server would make that
+entity wait behind the first one's whole quantum even at low load; a utilisation window that sets
+the next window's latency lags a window and overshoots. The calendar indexes capacity by virtual
+time, so every client finds the room of its own time whatever the host order.
+
+The calendar. Virtual time is cut into bins of width w = 2**bin_shift ns; each bin holds at most
+cap = rate * w units (bytes, ns of hold). A request of `amount` units at time t fills bins from
+t's bin b onward:
+
+    - if bin b has room for all of it, it is served without waiting (wait 0);
+    - otherwise it fills b, then the following bins, up to bin e where the filling ends; it
+      completes at end = start(e) + w * fill(e) / cap (its last unit sits behind what bin e
+      already held), and it waits max(0, end - (t + amount / rate)).
+
+So the bytes (or ns of hold) per bin never exceed the bin's capacity, for any number of clients
+in any order; at low load nobody waits, whatever the order; at saturation requests serialise: a
+request finding its bin full waits for the next bin with room. Within a bin the order of requests
+is not known (that is what makes out-of-order clients work): contention shows only once a bin's
+capacity is used up, so below saturation the users add their own expected-waiting curve from the
+utilisation of recent bins (`calendar_utilisation`): cost.py the machine's loaded-latency curve,
+locks a queueing formula.
+
+The ring. Bins live in a ring of nbins slots (a power of two, chosen per calendar array)
+indexed by absolute bin number modulo the ring size; each slot carries the absolute bin number it holds (`bin_tag`) and is reset lazily when a
+later bin claims it (its fill is added to `expired`, so every booked unit stays accounted for:
+booked == sum of the ring's fills + expired + beyond). The ring covers the nbins bins up to the
+newest bin touched (`head`): its horizon is nbins * w of virtual time. Choose w small enough for
+the precision wanted (a request finds room or not per bin) and nbins so that the horizon is far
+more than the spread of the clients' clocks: a quantum plus the longest single step of one entity
+(a random page-cache miss costs 80 us, a kswapd batch that swaps out 32 pages 320 us). The users
+state their choice (cost.py, locks.py); both keep about 1 ms. A request at a time older than the horizon
+(its bin's slot already holds a newer bin) is served without waiting and without a capacity check
+-- its bin is gone -- and counted in `nr_beyond`/`beyond`, so a run can show it never happened. A
+request larger than the whole ring's capacity wraps over its own bins: the ceiling then holds only
+over the last horizon (documented, not refused: no user books that much at once).
+
+A full-run hint (`full_lo`, `full_hi`: absolute bins all known full) lets a request at saturation
+jump over the backlog instead of walking it bin by bin; it changes no result (the tests compare
+with a naive dict-of-bins calendar).
+
+Functions (a calendar is one record of an array of calendar_dtype(nbins); they take the array and
+an index):
+    calendar_book(cal, r, t, amount) -> wait   the hot path: room in t's bin is a few loads/stores
+    calendar_utilisation(cal, r, t, k)          mean fill / cap of the k bins before t's bin
+    calendar_array(rates, bin_ns, nbins)       a fresh array (Python side)
+"""
+from __future__ import annotations
+
+import numpy as np
+from ._jit import jit, jit_inline
+
+def calendar_dtype(nbins: int) -> np.dtype:
+    """The record of one calendar with a ring of `nbins` bins (a power of two; 16 bytes a bin)."""
+    if nbins < 2 or nbins & (nbins - 1):
+        raise ValueError(f"calendar ring size must be a power of two >= 2, got {nbins}")
+    return np.dtype([
+        ("rate", np.float64),       # units served per ns (bytes/ns for memory, 1.0 for a lock)
+        ("cap", np.float64),        # units per bin: rate * 2**bin_shift
+        ("bin_shift", np.int64),    # bin width w = 2**bin_shift ns
+        ("head", np.int64),         # newest absolute bin touched (-1: none)
+        ("full_lo", np.int64),      # absolute bins [full_lo, full_hi) are known full (a hint)
+        ("full_hi", np.int64),
+        ("u_bin", np.int64),        # bin for which `u` was last computed (calendar_utilisation's cache)
+        ("u", np.float64),
+        ("nr_requests", np.int64),
+        ("nr_waits", np.int64),     # requests that waited (spilled past their own bin and ended late)
+        ("booked", np.float64),     # units booked in all
+        ("wait_ns", np.float64),    # waits returned in all
+        ("expired", np.float64),    # units in bins the ring has since reused
+        ("beyond", np.float64),     # units of requests older than the horizon (served unchecked)
+        ("nr_beyond", np.int64),
+        ("bin_tag", np.int64, (nbins,)),    # absolute bin number a slot holds (-1: none)
+        ("bin_fill", np.float64, (nbins,)),  # units booked in that bin, <= cap
+    ], align=True)
+
+
+def bin_shift_for(bin_ns: int) -> int:
+    """log2 of a bin width in ns, which must be a power of two (bins are found with a shift)."""
+    shift = int(bin_ns).bit_length() - 1
+    if bin_ns < 1 or (1 << shift) != bin_ns:
+        raise ValueError(f"calendar bin width must be a power of two ns, got {bin_ns}")
+    return shift
+
+
+def calendar_array(rates, bin_ns: int, nbins: int) -> np.ndarray:
+    """Empty calendars, one per rate (units per ns), with rings of `nbins` bins of `bin_ns` ns (both
+    powers of two). A recarray, so `cal[r].bin_fill` reads the same in numba and in plain Python."""
+    shift = bin_shift_for(bin_ns)
+    cal = np.zeros(len(rates), calendar_dtype(nbins))
+    cal["rate"] = rates
+    cal["cap"] = np.asarray(rates, np.float64) * float(1 << shift)
+    cal["bin_shift"] = shift
+    cal["head"] = -1
+    cal["u_bin"] = -1
+    cal["bin_tag"] = -1
+    return cal.view(np.recarray)
+
+
+@jit_inline
+def calendar_book(cal, r, t, amount):
+    """Book `amount` units on calendar r at virtual time t (ns). Returns the wait in ns (0.0 when
+    t's bin has room). The common case is inlined; a spill or a new bin goes out of line."""
+    c = cal[r]
+    b = np.int64(t) >> c.bin_shift
+    slot = b & (c.bin_tag.shape[0] - 1)
+    if c.bin_tag[slot] == b and amount <= c.cap - c.bin_fill[slot]:
+        c.bin_fill[slot] += amount
+        c.booked += amount
+        c.nr_requests += 1
+        return 0.0
+    return calendar_book_slow(cal, np.int64(r), np.int64(t), np.float64(amount))
+
+
+@jit
+def calendar_book_slow(cal, r, t, amount):
+    """calendar_book's general case: a bin to (re)claim, a spill into later bins, or a request
+    older than the horizon."""
+    c = cal[r]
+    nb = c.bin_tag.shape[0]
+    shift = c.bin_shift
+    b = t >> shift
+    c.booked += amount
+    c.nr_requests += 1
+    if b <= c.head - nb:
+        c.beyond += amount
+        c.nr_beyond += 1
+        return 0.0
+    j = b
+    left = amount
+    while True:
+        if j >= c.full_lo and j < c.full_hi:
+            j = c.full_hi
+        slot = j & (nb - 1)
+        if c.bin_tag[slot] != j:            # a slot last used by an older bin: reset it lazily
+            c.expired += c.bin_fill[slot]
+            c.bin_fill[slot] = 0.0
+            c.bin_tag[slot] = j
+            if j > c.head:
+                c.head = j
+        room = c.cap - c.bin_fill[slot]
+        if left <= room:
+            c.bin_fill[slot] += left
+            break
+        left -= room
+        c.bin_fill[slot] = c.cap
+        j += 1
+    # bins b .. j-1 are full now, and j too if the request filled it exactly
+    hi = j + 1 if c.bin_fill[j & (nb - 1)] >= c.cap else j
+    if hi > b:
+        if b <= c.full_hi and hi >= c.full_lo:
+            c.full_lo = min(c.full_lo, b)
+            c.full_hi = max(c.full_hi, hi)
+        elif b > c.full_hi:
+            c.full_lo = b
+            c.full_hi = hi
+    if j == b:
+        return 0.0
+    w = np.float64(np.int64(1) << shift)
+    end = np.float64(j << shift) + w * c.bin_fill[j & (nb - 1)] / c.cap
+    wait = end - (np.float64(t) + amount / c.rate)
+    if wait <= 0.0:
+        return 0.0
+    c.nr_waits += 1
+    c.wait_ns += wait
+    return wait
+
+
+@jit_inline
+def calendar_utilisation(cal, r, t, nbins):
+    """Mean utilisation (fill / cap) of the `nbins` complete bins before t's bin: the throughput
+    delivered over the last nbins * w ns, as a fraction of the rate. Cached per bin of t: a
+    client that books into an earlier bin later (out of order) changes the figure for the next
+    bin reached, not for the current one."""
+    c = cal[r]
+    b = np.int64(t) >> c.bin_shift
+    if b == c.u_bin:
+        return c.u
+    return calendar_utilisation_slow(cal, np.int64(r), b, np.int64(nbins))
+
+
+@jit
+def calendar_utilisation_slow(cal, r, b, nbins):
+    c = cal[r]
+    nb = c.bin_tag.shape[0]
+    tot = 0.0
+    for j in range(max(b - nbins, c.head - nb + 1, 0), b):
+        slot = j & (nb - 1)
+        if c.bin_tag[slot] == j:
+            tot += c.bin_fill[slot]
+    u = tot / (np.float64(nbins) * c.cap)
+    c.u_bin = b
+    c.u = u
+    return u

@@ -1,0 +1,329 @@
+"""`fio`: buffered file I/O jobs with fio's own option names, reported in fio's JSON shape.
+
+Each of `numjobs` jobs is a process with one thread (fio forks a process per job) that
+issues I/Os of `bs` bytes -- one read()/write() call (pread/pwrite) each, or one io_uring request
+-- over its file: its own file of `size` bytes (fio's default, jobname.N.0), or one shared file when
+`filename` is given. The pattern is fio's `rw`: read / write (sequential from the file's start),
+randread / randwrite (every block once per pass in a random order, like fio's random map), rw /
+readwrite and randrw (each I/O a read with probability rwmixread %). `loops` passes, or with
+time_based=1 passes until `runtime` is over. `runtime` also stops a job that has not finished.
+
+The kernel side is tierlab's: buffered I/O only (direct=0; O_DIRECT is not modelled and direct=1 is
+refused), page-cache reads through readahead (fio's fadvise_hint=1 default tells the kernel
+POSIX_FADV_RANDOM or POSIX_FADV_SEQUENTIAL, as fio does), the block device of the machine
+(core/blkdev.py), and the I/O engine per task (core/fileio.py): psync/sync wait for every read,
+io_uring keeps up to `iodepth` requests in flight.
+
+Phases. The file is taken as already laid out (fio creates missing files by writing them, then
+fsyncs and, with invalidate=1, drops them from the page cache: its only effect is time before the
+job starts). A simulation starts with an empty page cache, which is what invalidate=1 gives; so
+invalidate=0 changes nothing unless pre_read=1 (which, as in fio, clears invalidate). pre_read=1 is
+the load phase: every file is read once sequentially in `bs` calls before the jobs start. The jobs
+then start together (Chunk.start_phase: statistics start there) and `runtime` counts from there.
+
+time_based: the chunk generator receives the simulation's Progress after each chunk
+(workloads/base.py) and keeps generating passes until every job's runtime is over; the engine
+stops a job at its runtime (task.stop_at) and skips the rest of its chunk.
+
+Output (`Result.summary`, `fio_json()`): fio's --output-format=json shape, "jobs": one entry per job
+with "read"/"write": io_bytes, io_kbytes, bw_bytes, bw (KiB/s), iops, runtime (ms), total_ios and
+"clat_ns" {min, max, mean, stddev, N, percentile {"99.000000": ns, ...}} from fio's log-linear
+buckets (min/max/mean are bucket values, within fio's ~0.8 % bucket error); "aggregate" is the
+same shape over all jobs (as group_reporting=1 would print); "bw_log" is the aggregate throughput
+over time from the MARK every `log_ios` I/Os of each job (tierlab's own; fio's is write_bw_log).
+A completion latency is a call's time from its start to its completion (fileio.py).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from ..core.fileio import FIO_PERCENTILES, clat_percentiles, plat_idx_to_val
+from ..core.ops import OP_MARK, OP_READ, OP_SYSCALL_END, OP_WRITE
+from ..core.state import IODEPTH_MAX
+from ..errors import ConfigError
+from ..units import PAGE_SIZE, parse_number
+from .base import (
+    CHUNK_ACCESSES, MAX_TASKS, Chunk, Param, Process, Region, Workload, choice_param, int_param,
+    policy_param, size_param,
+)
+
+RW = {  # fio rw= : (random, read share in %: None = rwmixread)
+    "read": (False, 100), "write": (False, 0), "randread": (True, 100), "randwrite": (True, 0),
+    "rw": (False, None), "readwrite": (False, None), "randrw": (True, None),
+}
+ENGINES = ("psync", "sync", "io_uring")
+MAX_IOS_PER_CHUNK = 1 << 16     # I/Os per job per chunk of a time_based run (checked between chunks)
+BW_LOG_BINS = 20
+
+
+def _runtime(v, key="runtime"):
+    """fio's time format: a number of seconds, or with a unit suffix (us, ms, s, m, h)."""
+    s = str(v).strip().lower()
+    for suffix, mult in (("us", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9)):
+        if s.endswith(suffix) and s != suffix:
+            return int(parse_number(s[:-len(suffix)], key, 0, 1e9, "a time such as 10, 500ms or 2m") * mult)
+    return int(parse_number(s, key, 0, 1e9, "a time such as 10, 500ms or 2m") * 1e9)
+
+
+def _direct(v, key="direct"):
+    if str(v) not in ("0", "1"):
+        raise ConfigError(f"{key}: {v!r} is not accepted; accepted: 0")
+    if str(v) == "1":
+        raise ConfigError("direct: direct=1 (O_DIRECT) is not modelled: tierlab simulates buffered I/O through "
+                          "the page cache; accepted: 0")
+    return 0
+
+
+def _filename(v, key="filename"):
+    return str(v or "")
+
+
+class Fio(Workload):
+    name = "fio"
+    description = ("fio jobs of buffered read()/write() or io_uring I/O (rw, bs, size, numjobs, ioengine, "
+                   "iodepth, time_based, runtime, pre_read); summary in fio's JSON shape")
+    params = {
+        "rw": choice_param("read", tuple(RW), "I/O pattern (fio rw=)"),
+        "rwmixread": int_param(50, "reads in % of the I/Os of rw/randrw", lo=0, hi=100),
+        "bs": size_param("4KiB", "bytes per I/O, a multiple of 4KiB", scaled=False),
+        "size": size_param("1GiB", "file size and I/O per pass of each job"),
+        "numjobs": int_param(1, "jobs (tasks), each with its own file unless filename is given", lo=1,
+                             hi=MAX_TASKS),
+        "filename": Param("", _filename, "any name: all jobs share one file (default: a file per job)"),
+        "ioengine": choice_param("psync", ENGINES, "psync/sync: each read waits; io_uring: iodepth in flight"),
+        "iodepth": int_param(1, f"I/Os in flight per job with io_uring (1-{IODEPTH_MAX})", lo=1, hi=IODEPTH_MAX),
+        "direct": Param(0, _direct, "0 only: buffered I/O (O_DIRECT is not modelled)"),
+        "invalidate": int_param(1, "1: the files start uncached (a simulation's page cache starts empty)",
+                                lo=0, hi=1),
+        "pre_read": int_param(0, "1: read every file once before the jobs start (clears invalidate)", lo=0, hi=1),
+        "fadvise_hint": int_param(1, "1: POSIX_FADV_RANDOM/SEQUENTIAL on the files by the pattern", lo=0, hi=1),
+        "time_based": int_param(0, "1: repeat passes until runtime is over", lo=0, hi=1),
+        "runtime": Param(None, lambda v, key="runtime": None if v in (None, "") else _runtime(v, key),
+                         "job runtime (e.g. 10, 500ms, 2m); needed by time_based"),
+        "loops": int_param(1, "passes over the file (without time_based)", lo=1),
+        "file_policy": policy_param("default", "memory policy of the page cache, e.g. bind:1 (numactl --membind)"),
+        "log_ios": int_param(1024, "a MARK every log_ios I/Os of each job (the throughput log)", lo=1),
+    }
+    access_params = ("size", "numjobs", "loops")
+
+    def validate(self):
+        if self.bs % PAGE_SIZE:
+            raise ConfigError(f"bs: {self.raw.get('bs', self.bs)!r} is not accepted; accepted: a multiple of 4KiB "
+                              "(tierlab reads and writes whole pages)")
+        if self.size < self.bs:
+            raise ConfigError(f"size: {self.raw.get('size', self.size)!r} is smaller than bs; accepted: at least bs")
+        if self.time_based and self.runtime is None:
+            raise ConfigError("time_based: time_based=1 needs runtime (e.g. runtime=10s)")
+        if self.runtime == 0:
+            raise ConfigError("runtime: 0 is not accepted; accepted: a time > 0, or leave it out")
+
+    # ---- layout ---------------------------------------------------------------------------------
+    @property
+    def nr_tasks(self) -> int:
+        return self.numjobs
+
+    @property
+    def shared(self) -> bool:
+        return bool(self.filename)
+
+    @property
+    def bs_pages(self) -> int:
+        return self.bs // PAGE_SIZE
+
+    @property
+    def nblocks(self) -> int:
+        return self.size // self.bs
+
+    @property
+    def file_pages(self) -> int:
+        return self.nblocks * self.bs_pages
+
+    def regions(self) -> list[Region]:
+        pol, nodes = self.file_policy
+        random, _ = RW[self.rw]
+        advice = ("random" if random else "sequential") if self.fadvise_hint else "normal"
+        n = 1 if self.shared else self.numjobs
+        return [Region(self.filename or f"fio.{j}.0", "file", self.file_pages, pol, nodes, advice=advice)
+                for j in range(n)]
+
+    def processes(self) -> list[Process]:
+        """fio forks a process per job: one process of one thread each, reading its file."""
+        names = [r.name for r in self.regions()]
+        return [Process(f"fio.{j}", files=(names[0 if self.shared else j],)) for j in range(self.numjobs)]
+
+    def file_base(self, job: int) -> int:
+        return 0 if self.shared else job * self.file_pages
+
+    def task_iodepth(self) -> list[int]:
+        return [self.iodepth if self.ioengine == "io_uring" else 0] * self.numjobs
+
+    def nr_marks(self) -> int:
+        return 2
+
+    def nr_accesses(self) -> int | None:
+        if self.time_based:
+            return None
+        pre = self.file_pages * (1 if self.shared else self.numjobs) if self.pre_read else 0
+        return pre + self.numjobs * self.loops * self.file_pages
+
+    # ---- the access stream ----------------------------------------------------------------------
+    def chunks(self, seed: int) -> Iterator[Chunk]:
+        if self.pre_read:
+            yield from self._pre_read_chunks()
+        T, bsp = self.numjobs, self.bs_pages
+        per = max(1, CHUNK_ACCESSES // (T * bsp))
+        if self.time_based:
+            per = min(per, MAX_IOS_PER_CHUNK)
+        total = None if self.time_based else self.loops * self.nblocks
+        rngs = [np.random.default_rng([seed, j, 1]) for j in range(T)]
+        done = 0                      # I/Os generated per job so far (the same for every job)
+        first = True
+        while total is None or done < total:
+            n = per if total is None else min(per, total - done)
+            parts = [self._ios(j, done, n, seed, rngs[j]) for j in range(T)]
+            chunk = Chunk(np.arange(T + 1, dtype=np.int64) * n * bsp,
+                          np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]),
+                          start_phase=first, runtime_ns=self.runtime if first else None)
+            first = False
+            done += n
+            progress = yield chunk
+            if progress is not None and bool(progress.stopped.all()):
+                return
+
+    def _pre_read_chunks(self) -> Iterator[Chunk]:
+        """Each file read once sequentially in bs calls (job j reads file j; a shared file job 0)."""
+        T, bsp = self.numjobs, self.bs_pages
+        readers = [0] if self.shared else list(range(T))
+        step = max(bsp, (CHUNK_ACCESSES // len(readers)) // bsp * bsp)
+        F = self.file_pages
+        for lo in range(0, F, step):
+            hi = min(F, lo + step)
+            offs, pages, ops = [0], [], []
+            for j in range(T):
+                if j in readers:
+                    pg = self.file_base(j) + np.arange(lo, hi, dtype=np.int64)
+                    op = np.full(hi - lo, OP_READ, np.uint8)
+                    op[bsp - 1::bsp] |= OP_SYSCALL_END
+                    if hi == F:
+                        op[-1] |= OP_MARK
+                    pages.append(pg)
+                    ops.append(op)
+                offs.append(offs[-1] + (hi - lo if j in readers else 0))
+            yield Chunk(np.array(offs, np.int64), np.concatenate(pages), np.concatenate(ops))
+
+    def _ios(self, job: int, start: int, n: int, seed: int, rng) -> tuple[np.ndarray, np.ndarray]:
+        """Pages and ops of I/Os [start, start + n) of a job's stream."""
+        random, reads = RW[self.rw]
+        nb, bsp = self.nblocks, self.bs_pages
+        j = np.arange(start, start + n, dtype=np.int64)
+        idx = j % nb
+        if random:
+            blocks = np.empty(n, np.int64)
+            passes = j // nb
+            for ps in np.unique(passes):
+                sel = passes == ps
+                blocks[sel] = random_map(idx[sel], nb, np.random.default_rng([seed, job, 2, int(ps)]))
+        else:
+            blocks = idx
+        share = self.rwmixread if reads is None else reads
+        if share == 100:
+            kind = np.full(n, OP_READ, np.uint8)
+        elif share == 0:
+            kind = np.full(n, OP_WRITE, np.uint8)
+        else:
+            kind = np.where(rng.random(n) * 100 < share, OP_READ, OP_WRITE).astype(np.uint8)
+        pages = (self.file_base(job) + blocks[:, None] * bsp + np.arange(bsp, dtype=np.int64)).reshape(-1)
+        ops = np.repeat(kind, bsp).reshape(n, bsp)
+        ops[:, -1] |= OP_SYSCALL_END
+        ops[(j + 1) % self.log_ios == 0, -1] |= OP_MARK
+        return pages, ops.reshape(-1)
+
+    # ---- fio's report ---------------------------------------------------------------------------
+    def summary(self, result, phase_start_ns: int) -> dict:
+        return fio_json(result, phase_start_ns, self.bs, self.log_ios, self.numjobs)
+
+
+def random_map(idx: np.ndarray, n: int, rng) -> np.ndarray:
+    """Block of each position idx (< n) of a pass: a random permutation of range(n) without a
+    table (fio's random map hits every block once per pass; its lfsr generator does it without
+    memory too): a keyed bijection of k-bit integers (odd multiplies, xor-shifts, adds mod 2**k,
+    2**k >= n) with cycle walking back into range(n)."""
+    k = max(1, int(n - 1).bit_length())
+    mask = np.uint64((1 << k) - 1)
+    keys = [(np.uint64(int(rng.integers(0, 1 << 62)) * 2 + 1), np.uint64(max(1, k // 2)),
+             np.uint64(int(rng.integers(0, 1 << 62)))) for _ in range(3)]
+
+    def f(x):
+        for m, r, c in keys:
+            x = (x * m) & mask
+            x ^= x >> r
+            x = (x + c) & mask
+        return x
+
+    y = f(idx.astype(np.uint64))
+    out = y >= np.uint64(n)
+    while out.any():
+        y[out] = f(y[out])
+        out = y >= np.uint64(n)
+    return y.astype(np.int64)
+
+
+def _clat(hist: np.ndarray) -> dict:
+    nr = int(hist.sum())
+    if nr == 0:
+        return {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
+    nz = np.flatnonzero(hist)
+    vals = np.array([plat_idx_to_val(int(i)) for i in nz])
+    w = hist[nz].astype(np.float64)
+    mean = float((vals * w).sum() / nr)
+    return {"min": int(vals[0]), "max": int(vals[-1]), "mean": mean,
+            "stddev": float(np.sqrt((w * (vals - mean) ** 2).sum() / nr)), "N": nr,
+            "percentile": {f"{p:f}": int(v) for p, v in clat_percentiles(hist, FIO_PERCENTILES).items()}}
+
+
+def _dir_stats(hist: np.ndarray, bs: int, runtime_ns: float) -> dict:
+    ios = int(hist.sum())
+    nbytes = ios * bs
+    sec = runtime_ns / 1e9
+    return {"io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(nbytes / sec) if sec > 0 else 0,
+            "bw": int(nbytes / 1024 / sec) if sec > 0 else 0, "iops": ios / sec if sec > 0 else 0.0,
+            "runtime": int(runtime_ns / 1e6), "total_ios": ios, "clat_ns": _clat(hist)}
+
+
+def fio_json(result, phase_start_ns: int, bs: int, log_ios: int, numjobs: int) -> dict:
+    """fio's --output-format=json shape (the parts tierlab models) from a Result: per job, the
+    aggregate, and the aggregate throughput log. See the module docstring."""
+    hist = result.clat_hist[:numjobs]
+    ends = result.io_done_s.to_numpy()[:numjobs] * 1e9      # fio waits for the I/Os in flight
+    runtimes = np.maximum(ends - phase_start_ns, 0.0)
+    jobs = []
+    for j in range(numjobs):
+        jobs.append({"jobname": "fio", "groupid": 0, "job_runtime": int(runtimes[j] / 1e6),
+                     "read": _dir_stats(hist[j, 0], bs, runtimes[j]),
+                     "write": _dir_stats(hist[j, 1], bs, runtimes[j])})
+    agg_rt = float(runtimes.max()) if numjobs else 0.0
+    aggregate = {"jobname": "All jobs", "groupid": 0, "job_runtime": int(agg_rt / 1e6),
+                 "read": _dir_stats(hist[:, 0].sum(axis=0), bs, agg_rt),
+                 "write": _dir_stats(hist[:, 1].sum(axis=0), bs, agg_rt)}
+    return {"fio version": "tierlab-fio", "jobs": jobs, "aggregate": aggregate,
+            "bw_log": bw_log(result, phase_start_ns, log_ios * bs, numjobs)}
+
+
+def bw_log(result, phase_start_ns: int, bytes_per_mark: int, numjobs: int, bins: int = BW_LOG_BINS) -> list[dict]:
+    """Aggregate throughput over the run: the jobs' marks after the phase start, counted in `bins`
+    equal intervals up to the last mark. [{"t_s": interval end, "MBps": ...}]"""
+    m = result.marks_s
+    t = np.sort(m[m.task < numjobs].time_s.to_numpy() * 1e9)
+    t = t[t > phase_start_ns]
+    if len(t) == 0:
+        return []
+    edges = np.linspace(phase_start_ns, t[-1], bins + 1)
+    counts, _ = np.histogram(t, bins=edges)
+    width = (edges[1] - edges[0]) / 1e9
+    return [{"t_s": float((e - phase_start_ns) / 1e9), "MBps": float(c * bytes_per_mark / width / 1e6)}
+            for e, c in zip(edges[1:], counts)]
+
+
+__all__ = ["Fio", "fio_json", "random_map"]
