@@ -910,7 +910,7 @@ class RefModel:
                                 break
                         self.req[t] = n
                     if page == self.ra[t]["mark"] and present:
-                        self.async_ra(t, cpu, page, self.req[t])
+                        self.async_ra(t, c, page, self.req[t])
                 pos[t] += 1
                 self.access(t, c, page, op)
                 if op & SYSCALL_END and self.promo_count[t] > 0:

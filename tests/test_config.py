@@ -160,7 +160,8 @@ def test_time_estimate():
 
 def test_engine_cache_detection(tmp_path, monkeypatch):
     from tierlab import jitcache
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    from tierlab.core import _jit
+    monkeypatch.setattr(_jit, "ENGINE_CACHE_DIR", str(tmp_path))
     assert not jitcache.engine_cached()
     (tmp_path / "x" / "y").mkdir(parents=True)
     (tmp_path / "x" / "y" / "engine.run-427.py311.nbi").write_bytes(b"")

@@ -12,11 +12,34 @@
   kernel called from Python (a test, a notebook) runs a twin compiled with the wrappers.
 - one specialisation per kernel: a call from compiled code passes constants as plain int64/bool
   and narrow signed integers widened to int64 (see `_one_signature`).
+- the on-disk cache lives in a directory named by a hash of every source file of tierlab/core
+  (`ENGINE_CACHE_DIR`): numba checks only the defining file's timestamp, but kernels freeze
+  constants of other files (params.P indices, state dtypes, vmstat items), so after an edit of
+  params.py a kernel of an unchanged file would load with stale indices. Edited sources get a
+  fresh directory (old ones can be deleted).
 """
+import hashlib
+import os
+from pathlib import Path
+
 from numba import config, njit, types
 from numba.core.registry import CPUDispatcher
 
 OPTIONS = dict(error_model="numpy", _nrt=False)
+
+
+def _engine_hash() -> str:
+    h = hashlib.sha1()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+# under NUMBA_CACHE_DIR when set (CI points it at a fresh directory), else beside the sources
+ENGINE_CACHE_DIR = os.path.join(os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(__file__), "__pycache__"),
+                                f"tierlab-{_engine_hash()}")
+config.CACHE_DIR = ENGINE_CACHE_DIR
 
 
 def _plain(t):

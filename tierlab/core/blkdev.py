@@ -31,7 +31,7 @@ Requests of one bio are submitted at the same time.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit
+from ._jit import jit_inline
 
 from .resource import calendar_array, calendar_book
 from .state import BLKDEV_DTYPE
@@ -64,11 +64,12 @@ def blkdev_array(devices, bin_ns: int):
     return dev, calendar_array(rates if rates else [1.0], bin_ns, DEV_BINS)
 
 
-@jit
+@jit_inline
 def blk_submit(s, dev, now, nr_pages, write):
     """submit_bio() of `nr_pages` contiguous pages at time `now` (ns): the bio is split into
     requests of at most max_sectors_kb, each booked on the device's calendars. Returns the time
-    the last request completes (ns). Nothing waits here: the caller decides who waits for it."""
+    the last request completes (ns). Nothing waits here: the caller decides who waits for it.
+    Inlined (a random read's miss path makes no out-of-line call but a calendar's slow case)."""
     d = s.blkdev[dev]
     cal = dev * NR_DEV_CALS
     done = now

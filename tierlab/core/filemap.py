@@ -34,8 +34,8 @@ from .ops import (
 )
 from .pagecache_promotion import promotion_candidate, promotion_candidate_returns_early
 from .params import P
-from .readahead import page_cache_sync_ra, ra_ready, sync_mmap_ra
-from .state import F2_CONTIG, F2_MAPPED, F2_PTE_WRITE, PG_DIRTY, PG_ISOLATED, folio_head, folio_nr_pages
+from .readahead import file_ra_pages, page_cache_sync_ra, ra_ready, ra_reset, read_one_folio
+from .state import F2_CONTIG, F2_MAPPED, F2_PTE_WRITE, FADV_RANDOM, PG_DIRTY, PG_ISOLATED, folio_head, folio_nr_pages
 from .vmstat import Vm
 
 
@@ -44,13 +44,26 @@ def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
     """A page-cache miss at `page` of file region r that must read it (a read(), or a load/store
     through mmap). Returns (cost in ns, ok); ok is False on OOM."""
     t = s.task[task]
+    rap = file_ra_pages(s, p, r)
+    random = s.regions.advice[r] == FADV_RANDOM or rap == 0
     if (op & OP_KIND_MASK) == OP_READ:
-        done, ok, cost = page_cache_sync_ra(s, p, task, cpu, r, page, t.ra_req, clock, scratch, cands)
+        if random and t.ra_req <= 1:
+            # force_page_cache_ra() of one page (FMODE_RANDOM, or readahead off): inline
+            if t.ra_file != r:
+                ra_reset(t, r)
+            done, ok, cost = read_one_folio(s, p, r, cpu, page, clock, scratch, cands)
+        else:
+            done, ok, cost = page_cache_sync_ra(s, p, task, cpu, r, page, t.ra_req, clock, scratch, cands)
         if ok:
             cost += io_wait(t, done, clock + np.int64(cost))
         return cost, ok
-    # through mmap: filemap_fault() reads and waits for the folio -- a major fault
-    done, ok, cost = sync_mmap_ra(s, p, task, cpu, r, page, (op & OP_STREAM) != 0, clock, scratch, cands)
+    # through mmap: filemap_fault() reads and waits for the folio -- a major fault.
+    # do_sync_mmap_readahead(): VM_SEQ_READ (an OP_STREAM load) reads a window of ra_pages
+    # (page_cache_sync_ra); otherwise the faulting folio alone
+    if (op & OP_STREAM) and not random:
+        done, ok, cost = page_cache_sync_ra(s, p, task, cpu, r, page, rap, clock, scratch, cands)
+    else:
+        done, ok, cost = read_one_folio(s, p, r, cpu, page, clock, scratch, cands)
     if not ok:
         return cost, False
     cpu_nid = s.cpu[cpu].node

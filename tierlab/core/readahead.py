@@ -118,6 +118,29 @@ def page_cache_prev_miss(s, lo, index, max_scan):
     return x
 
 
+@jit_inline
+def ra_add_folio(s, p, r, cpu, x, now, scratch, cands):
+    """filemap_add_folio() for an absent page x of file region r: a folio of the region's order
+    where its pages are all absent (not cut at a window: an absent page keeps the order of the folio
+    it was last in, which must stay its folio), added to the page cache and the LRU (page_alloc.filemap_add_folio: its locks) and counted in
+    pgpgin. Returns (node or -1 on OOM, head, nr, cost in ns)."""
+    nid, head, nr, _, cost = folio_alloc_add(s, p, r, cpu, x, folio_order_for(s, r, x), now, scratch, cands)
+    if nid >= 0:
+        cost += filemap_add_folio(s, p, cpu, head, now + np.int64(cost))
+        s.counters[nid, Vm.PGPGIN] += 4 * nr
+    return nid, head, nr, cost
+
+
+@jit_inline
+def read_one_folio(s, p, r, cpu, page, now, scratch, cands):
+    """The folio of an absent `page` alone, read with one request (filemap_read_folio(), or a
+    readahead of one page): inline, the common case of random reads. Returns (completion, ok, cost)."""
+    nid, head, nr, cost = ra_add_folio(s, p, r, cpu, page, now, scratch, cands)
+    if nid < 0:
+        return np.int64(0), False, cost
+    return blk_submit(s, FILE_DEV, now + np.int64(cost), nr, False), True, cost
+
+
 @jit
 def ra_read(s, p, task, cpu, r, start, end, mark, now, scratch, cands):
     """page_cache_ra_unbounded(): a folio for every absent page of [start, end) (cut at the end of
@@ -138,15 +161,10 @@ def ra_read(s, p, task, cpu, r, start, end, mark, now, scratch, cands):
                 run = -1
             x = folio_head(s, x) + folio_nr_pages(s, folio_head(s, x))
             continue
-        # the region's folio order where the folio's pages are all absent (not cut at the window:
-        # an absent page keeps the order of the folio it was last in, which must stay its folio)
-        order = folio_order_for(s, r, x)
-        nid, head, nr, _, c = folio_alloc_add(s, p, r, cpu, x, order, now + np.int64(cost), scratch, cands)
+        nid, head, nr, c = ra_add_folio(s, p, r, cpu, x, now + np.int64(cost), scratch, cands)
         cost += c
         if nid < 0:
             break
-        cost += filemap_add_folio(s, p, cpu, head, now + np.int64(cost))
-        s.counters[nid, Vm.PGPGIN] += 4 * nr
         if head <= mark < head + nr:
             marked = head
         if run < 0:
@@ -282,17 +300,3 @@ def call_pages_left(ops, pos, end, cap):
         if ops[np.uint64(pos + n - 1)] & OP_SYSCALL_END:
             break
     return n
-
-
-@jit
-def sync_mmap_ra(s, p, task, cpu, r, page, stream, now, scratch, cands):
-    """do_sync_mmap_readahead() for a fault at `page`: VM_SEQ_READ (an OP_STREAM load) reads a
-    window of ra_pages (page_cache_sync_ra); otherwise the faulting folio alone. Returns (done,
-    ok, cost)."""
-    rap = file_ra_pages(s, p, r)
-    if stream and rap > 0 and s.regions.advice[r] != FADV_RANDOM:
-        return page_cache_sync_ra(s, p, task, cpu, r, page, rap, now, scratch, cands)
-    order = folio_order_for(s, r, page)
-    head = page & ~((np.int64(1) << order) - 1)
-    done, _, x, cost = ra_read(s, p, task, cpu, r, head, head + (np.int64(1) << order), -1, now, scratch, cands)
-    return done, x > page, cost
