@@ -50,7 +50,7 @@ from .cost import line_load_ns, line_store_ns, seq_page_ns
 from .filemap import filemap_read_miss
 from .lru import folio_add_lru
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
-from .mm import map_file_folio, vma_covers
+from .mm import force_sig_segv, map_file_folio, vma_covers
 from .numa_balancing import numa_migrate_check
 from .ops import (
     ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
@@ -76,8 +76,7 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     kind = op & OP_KIND_MASK
     cpu_nid = s.cpu[cpu].node
     if not vma_covers(s, task, r, page, kind <= OP_STORE):
-        s.sys[0].segv_task = task
-        s.sys[0].segv_page = page
+        force_sig_segv(s, task, page)
         return 0.0, False
     mm = s.regions.mm[r]
     f2 = pg.flags2[page]
@@ -109,11 +108,10 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         cost += p[P.ZERO_PAGE_NS] * (nr - nr_swapped)
         # writable on a write fault (a new folio, a copy of the zero page, an exclusive swap-in)
         pg.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
+        cost += folio_add_lru(s, p, cpu, head, t)
     else:
         # a buffered write of a whole page that is not cached: added without a read
         cost += filemap_add_folio(s, p, cpu, head, t)
-        return cost, True
-    cost += folio_add_lru(s, p, cpu, head, t)
     return cost, True
 
 

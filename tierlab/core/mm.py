@@ -90,18 +90,23 @@ def folio_unmapped_rss(s, head, nr):
         s.mm[mm].rss_file -= nr
 
 
+@jit_inline
+def force_sig_segv(s, task, page):
+    """The task touched `page` outside its VMAs (or misused a slot): record the SIGSEGV that stops
+    the run (engine STATUS_SEGV; the API names the task and the page)."""
+    s.sys[0].segv_task = task
+    s.sys[0].segv_page = page
+
+
 @jit
 def map_file_folio(s, task, head, nr):
     """A load/store reached a page-cache folio the task's mm does not map yet (filemap_map_pages:
     a minor fault installs its PTEs). Returns False, with the SIGSEGV recorded in `sys`, when no
     VMA of the task's mm covers the page; else counts the folio in MM_FILEPAGES."""
-    r = region_of(s, head)
-    mm = s.task[task].mm
-    if s.regions.mm[r] != mm or head >= s.regions.end[r]:
-        s.sys[0].segv_task = task
-        s.sys[0].segv_page = head
+    if not vma_covers(s, task, region_of(s, head), head, True):
+        force_sig_segv(s, task, head)
         return False
-    s.mm[mm].rss_file += nr
+    s.mm[s.task[task].mm].rss_file += nr
     return True
 
 
@@ -301,8 +306,7 @@ def do_ctrl(s, p, task, op, arg, now):
     else:
         ok = False
     if not ok:
-        s.sys[0].segv_task = task
-        s.sys[0].segv_page = s.regions.start[r] if 0 <= r < s.regions.kind.shape[0] else -1
+        force_sig_segv(s, task, s.regions.start[r] if 0 <= r < s.regions.kind.shape[0] else -1)
     return cost, ok
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
+from .mm import get_mm_rss
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, WMARK_PROMO, region_of,
@@ -198,7 +199,7 @@ def task_scan_start_ns(s, p, mm):
     """task_scan_start() (no numa_group: task_scan_min) for the mm's RSS now (get_mm_rss: its
     MM_ANONPAGES + MM_FILEPAGES counters): the kernel's integer ms, as simulated ns (divided by
     the scale, docs/scaling.md)."""
-    return np.int64(task_scan_min_ms(p, s.mm[mm].rss_anon + s.mm[mm].rss_file) * 1_000_000 / p[P.SCALE])
+    return np.int64(task_scan_min_ms(p, get_mm_rss(s, mm)) * 1_000_000 / p[P.SCALE])
 
 
 @jit
