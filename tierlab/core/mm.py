@@ -41,6 +41,7 @@ from .lru import folio_mark_accessed, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
+from .sched import sched_exit_task
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
     PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, region_of,
@@ -273,7 +274,7 @@ def exit_mmap(s, p, mm, now):
 def do_exit(s, p, task, now):
     """do_exit() after exit_task_work (the caller ran the task's queued work): the task is dead;
     mmput() drops its mm, and the last user tears it down. Returns the cost."""
-    s.task[task].dead = 1
+    sched_exit_task(s, task)
     mm = s.task[task].mm
     s.mm[mm].users -= 1
     if s.mm[mm].users > 0:
