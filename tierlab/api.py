@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .core import state as st
+from .core.cost import mem_bw_flush_all
 from .core.costs import COSTS
 from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.mmzone import setup_watermarks
@@ -218,6 +219,7 @@ class Simulation:
                 break
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
+        mem_bw_flush_all(self.state.mem, self.state.membw)
         self._drain_samples()
         return self
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
 
-from .cost import line_load_ns
+from .cost import line_load_ns, mem_fast_ok
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
 from .numa_balancing import task_tick_numa
-from .ops import ACCESS_DONE, ACCESS_NOT_PRESENT, OP_KIND_MASK, OP_MARK, OP_READ, OP_SYSCALL_END
+from .ops import ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, OP_KIND_MASK, OP_MARK, OP_READ, OP_SYSCALL_END
 from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
@@ -52,6 +52,8 @@ def access_present(s, p, task, cpu_nid, page, op, now, cost, fast):
     hu = np.uint64(head)       # unsigned: numba wraps negative signed indices (a shift, an and, an add)
     if not (pg.flags2[hu] & F2_PRESENT):
         return cost, ACCESS_NOT_PRESENT
+    if fast and not mem_fast_ok(s, np.uint64(pg.node[hu]), now):
+        return cost, ACCESS_MEM_BIN
     if (op & OP_KIND_MASK) >= OP_READ:
         return filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
     return pte_access(s, p, cpu_nid, head, hu, op, now, cost, fast)
@@ -73,7 +75,7 @@ def access_fault(s, p, task, cpu, page, op, clock, scratch, cands):
         head = folio_head(s, page)       # the fault may have made it part of a large folio
         if not (s.pages.flags2[head] & F2_PRESENT):
             # zero page: a cache-line read from the local node
-            return cost + line_load_ns(s, p, s.cpu[cpu].node, clock), True, True
+            return cost + line_load_ns(s, p, s.cpu[cpu].node, clock, False), True, True
     return cost, True, False
 
 

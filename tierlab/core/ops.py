@@ -23,3 +23,4 @@ ACCESS_DONE = 0
 ACCESS_NOT_PRESENT = 1         # page fault: the folio is not in memory (or not yet mapped)
 ACCESS_HINT_FAULT = 2          # a PROT_NONE PTE: NUMA hint fault (do_numa_page)
 ACCESS_PROMOTION_CANDIDATE = 3  # folio_mark_accessed's page-cache promotion hook needs promotion_candidate()
+ACCESS_MEM_BIN = 4             # the folio's node needs its next bandwidth bin (cost.mem_ns_slow)
