@@ -120,11 +120,7 @@ def calendar_book(cal, r, t, amount):
     if b > c.head:
         # a bin past the newest one (a client moving on in time): claim its slot, as the general
         # case would (no bin past `head` is in the full-run hint)
-        window_add(c, tags[slot], -fills[slot])
-        c.expired += fills[slot]
-        fills[slot] = 0.0
-        tags[slot] = b
-        c.head = b
+        claim_slot(c, tags, fills, slot, b)
     if tags[slot] == b and amount <= c.cap - fills[slot]:
         fills[slot] += amount
         window_add(c, b, amount)
@@ -158,12 +154,7 @@ def calendar_book_slow(cal, r, t, amount):
             j = c.full_hi
         slot = j & (nb - 1)
         if tags[slot] != j:                 # a slot last used by an older bin: reset it lazily
-            window_add(c, tags[slot], -fills[slot])
-            c.expired += fills[slot]
-            fills[slot] = 0.0
-            tags[slot] = j
-            if j > c.head:
-                c.head = j
+            claim_slot(c, tags, fills, slot, j)
         room = cap - fills[slot]
         if left <= room:
             fills[slot] += left
@@ -223,14 +214,21 @@ def calendar_fill_bin(cal, r, j, amount):
         return
     slot = j & (nb - 1)
     if tags[slot] != j:
-        window_add(c, tags[slot], -fills[slot])
-        c.expired += fills[slot]
-        fills[slot] = 0.0
-        tags[slot] = j
-        if j > c.head:
-            c.head = j
+        claim_slot(c, tags, fills, slot, j)
     fills[slot] += amount
     window_add(c, j, amount)
+
+
+@jit_inline
+def claim_slot(c, tags, fills, slot, j):
+    """Give bin j the ring slot an older bin held (the lazy reset): the old bin's units leave the
+    ring (expired) and the utilisation window."""
+    window_add(c, tags[slot], -fills[slot])
+    c.expired += fills[slot]
+    fills[slot] = 0.0
+    tags[slot] = j
+    if j > c.head:
+        c.head = j
 
 
 @jit_inline
