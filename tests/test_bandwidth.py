@@ -1,5 +1,5 @@
 """Bandwidth that saturates (cost.py on resource.py's calendar): 1-64 tasks streaming page cache from
-one CXL node never get more than the node's peak in any 1024-ns bin of the run, deliver the
+one CXL node never get more than the node's peak in any 16-us bin of the run, deliver the
 machine's loaded-latency curve at its closed-loop fixed point below saturation and the peak above
 it; one task alone runs at the unloaded cost times the curve."""
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 from strategies import FREE_DEVICE
 
 from tierlab.api import Simulation
+from tierlab.core.cost import mem_bw_flush_all
 from tierlab.core.costs import COSTS
 from tierlab.core.state import MEM_BW_BIN_NS
 from tierlab.kernel import Kernel
@@ -21,7 +22,7 @@ from tierlab.workloads.file_read import FileRead
 PEAK = 28.0          # GB/s == bytes/ns: bergamo-cxl's cxl0
 SEQ = 291.1          # its unloaded 4 KiB copy, ns
 C = 0.15
-FILE_PAGES = 256
+FILE_PAGES = 1024
 CYCLES = 2
 CAP = PEAK * MEM_BW_BIN_NS
 
@@ -55,9 +56,10 @@ def split(chunks, per_task):
 
 
 def stream(tasks, costs=None):
-    """tasks readers of their own 1 MiB file on the CXL node: a warm-up pass, then CYCLES cycles.
-    The run is cut into chunks short enough (16 accesses per task, < 150 us at the peak) for the
-    calendar's ring (1.05 ms) to hold every bin between two chunks: the CXL node's bins are read
+    """tasks readers of their own 4 MiB file on the CXL node: a warm-up pass, then CYCLES cycles
+    (long enough against the 262-us window for the loop to settle).
+    The run is cut into chunks short enough (256 accesses per task, < 2.5 ms at the peak) for the
+    calendar's ring (16.8 ms) to hold every bin between two chunks: the CXL node's bins are read
     after each. Returns (simulation, {bin: bytes}, [t1, t2) the bins during which every task was
     in its cycles)."""
     wl = FileRead(file_size=f"{FILE_PAGES * 4}KiB", read_size="64KiB", cycles=CYCLES, tasks=tasks,
@@ -66,6 +68,7 @@ def stream(tasks, costs=None):
     bins = {}
 
     def record():
+        mem_bw_flush_all(sim.state.mem, sim.state.membw)
         cal = sim.state.membw[1]
         bins.update(zip(cal.bin_tag[cal.bin_tag >= 0].tolist(), cal.bin_fill[cal.bin_tag >= 0].tolist()))
 
@@ -73,7 +76,7 @@ def stream(tasks, costs=None):
         for ch in chunks:
             yield ch
             record()
-    sim.run(chunks=recorded(split(wl.chunks(1), 16)))
+    sim.run(chunks=recorded(split(wl.chunks(1), 256)))
     assert sim.state.membw[1].nr_beyond == 0          # no booking fell out of the horizon
     marks = sim.result().marks_s
     t1 = int(marks[marks.mark == 0].time_s.max() * 1e9) // MEM_BW_BIN_NS + 1
@@ -111,7 +114,7 @@ def test_no_bin_exceeds_the_peak_and_delivery_follows_the_curve_to_the_peak(task
     # (cost.py), so a few tasks get a little more than the fixed point
     assert want - 0.02 <= got <= want + 0.05
     if tasks >= 16:                          # demand >= 8x the peak
-        assert got >= 0.98
+        assert got >= 0.97
 
 
 @pytest.mark.parametrize("tasks", [1, 16])

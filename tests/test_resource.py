@@ -119,8 +119,11 @@ def test_utilisation_of_recent_bins():
         book(cal, j * W, 256 * (j + 1))      # bins 0..3 at 25, 50, 75, 100 %
     # at t in bin 4, the last 2 complete bins (2, 3) average 87.5 %; the last 4 average 62.5 %
     assert calendar_utilisation(cal, 0, np.int64(4 * W + 5), 2) == pytest.approx(0.875)
-    cal[0].u_bin = -1
     assert calendar_utilisation(cal, 0, np.int64(4 * W + 5), 4) == pytest.approx(0.625)
+    # a late booking into bin 1 (in the window) is seen at once; moving on to bin 5 slides
+    book(cal, 1 * W, 256)
+    assert calendar_utilisation(cal, 0, np.int64(4 * W + 5), 4) == pytest.approx(0.6875)
+    assert calendar_utilisation(cal, 0, np.int64(5 * W), 4) == pytest.approx((768 + 768 + 1024) / 4096)
 
 
 def test_bin_width_and_ring_size_must_be_powers_of_two():
@@ -153,6 +156,24 @@ def test_prop_ceiling_holds_nothing_is_lost_and_the_naive_calendar_agrees(reqs, 
     assert c.booked == pytest.approx(sum(fills.values()) + c.expired + c.beyond)
     assert c.nr_beyond == 0                   # every stream here fits in the horizon
     assert fills == {j: pytest.approx(f) for j, f in naive.fill.items() if j in fills}
+
+
+@given(hs.lists(hs.tuples(hs.integers(0, 3), hs.integers(0, 2000 * W), hs.floats(0.0, 2.5 * W)),
+                min_size=1, max_size=150), hs.sampled_from([1, 4, 16]))
+def test_prop_utilisation_equals_the_mean_of_its_window(ops, k):
+    """Bookings and queries in any order (times spread over four ring lengths, so bins expire):
+    the kept window sum equals the window's bins summed afresh."""
+    cal = cal1()
+    for kind, t, a in ops:
+        if kind:
+            book(cal, t, a)
+            continue
+        u = calendar_utilisation(cal, 0, np.int64(t), k)
+        c = cal[0]
+        b = t // W
+        fills = ring_fills(cal)
+        want = sum(fills.get(j, 0.0) for j in range(max(b - k, c.head - NB + 1, 0), b)) / (k * c.cap)
+        assert u == pytest.approx(want, rel=1e-9, abs=1e-9)
 
 
 @settings(max_examples=20)

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .core import state as st
+from .core.cost import mem_bw_flush_all
 from .core.costs import COSTS
 from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.mmzone import setup_watermarks
@@ -262,6 +263,7 @@ class Simulation:
             task = self.state.task
             fed = Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
                            phase_start_ns=self.phase_start_ns)
+        mem_bw_flush_all(self.state.mem, self.state.membw)
         self._drain_samples()
         return self
 

@@ -9,15 +9,22 @@ Memory accesses cost by node and kind (per-node figures come from the machine fi
 multiplied by the node's loaded-latency factor, plus any wait for bandwidth.
 
 Bandwidth. Each node's memory is a contended resource of rate B (its peak bandwidth, bytes per
-ns): a capacity calendar (resource.py) in bins of MEM_BW_BIN_NS = 1024 ns, s.membw[nid]. Every
+ns): a capacity calendar (resource.py) in bins of MEM_BW_BIN_NS = 16384 ns, s.membw[nid]. Every
 access books its bytes at its own virtual time (a 4 KiB copy 4096, a line load 64, a store 128:
 the read-for-ownership now and the write-back later; a migration copy books on both nodes). No
-bin ever holds more than B * 1024 bytes, so the bytes per unit of simulated time never exceed B,
+bin ever holds more than B * 16384 bytes, so the bytes per 16 us of simulated time never exceed B,
 for any number of tasks in any order; a request whose bin is full waits for the next bin with
 room (the calendar's wait, added to the access's cost), which is how demand beyond B settles at B.
-1024 ns holds 7 pages on a 28 GB/s CXL node and 63 on a 258 GB/s DRAM node; the calendar's ring of
-MEM_BW_BINS = 1024 bins spans 1.05 ms, 52 quanta of 20 us: more than the clocks that book on it
-ever spread (a quantum plus one step; a random page-cache miss is 80 us).
+The ring of MEM_BW_BINS = 1024 bins spans 16.8 ms: far more than the clocks that book on it ever
+spread (a quantum plus one step; a random page-cache miss is 80 us).
+
+Why 16 us bins. Per access the engine makes ~20 ns of host time; anything done once per bin must
+be rare against that. The node's current bin and its room are kept in s.mem[nid] (bw_room): an
+access in that bin with room only takes its bytes out of it (mem_ns; written back to the
+calendar by mem_bw_flush), and the access path's fast case checks this first and otherwise stops
+with ops.ACCESS_MEM_BIN before any side effect, so the bin change (mem_ns_slow: write back, book
+on the calendar, factor for the new bin) runs in the general case, out of the fast loop. Narrower
+bins measured slower on `tierlab bench` (1 us bins: a bin change every one or two accesses).
 
 Loaded latency below saturation. The machine's curve
 
@@ -26,21 +33,22 @@ Loaded latency below saturation. The machine's curve
 is the shape of measured loaded-latency curves (flat at low load, a knee, then steep near
 saturation; an M/M/1 queue's response-time curve scaled by c). u is the bandwidth the node
 delivered over the last `util_window_ns` of simulated time, read from the calendar: the mean fill
-of the K = util_window_ns / 1024 complete bins before the bin of the access's time, over
-B * 1024 (resource.calendar_utilisation; the current, incomplete bin is left out). The factor is
-computed once per node and bin reached and cached (s.mem[nid].load_factor, lf_bin). So latency
-follows what the node delivered over the last K microseconds -- a sliding window at the access's
+of the K = util_window_ns / 16384 complete bins before the bin of the access's time, over
+B * 16384 (resource.calendar_utilisation; the current, incomplete bin is left out). The factor is
+computed when a bin becomes the node's current one and holds for it (s.mem[nid].load_factor). So
+latency follows what the node delivered over the last K bins -- a sliding window at the access's
 own virtual time, not the previous window's figure applied to the whole next window -- and a task
 that runs later in host order but earlier in virtual time sees its own time's window. A task
 ahead of the others sees its window without the bytes the tasks behind it will still book there
-(the engine keeps clocks within about a quantum of each other, so that is a few microseconds of
-the window). At saturation the factor is at its cap (x15.85 for c = 0.15) and the calendar's
-waits hold throughput at B; with a steady demand the window settles at the curve's fixed point
-(tests/test_bandwidth.py checks both).
+(the engine keeps clocks within about a quantum of each other). At saturation the factor is at
+its cap (x15.85 for c = 0.15) and the calendar's waits hold throughput at B; with a steady demand
+the window settles at the curve's fixed point (tests/test_bandwidth.py checks both).
 
-`util_window_ns` is 16384 ns by default (16 bins): tens of 4 KiB copies per task, and a change of
-load is followed within a few tens of accesses; computing u costs one pass over K bins per node
-and bin reached. It is accepted from 1024 (one bin) to 262144 ns (a quarter of the calendar's
+`util_window_ns` is 262144 ns by default (16 bins): the window slides a sixteenth at a time, so
+the loop latency -> throughput -> window -> latency settles at the curve's fixed point (4-16
+readers of a 28 GB/s node: within 0.5 %); with 2 bins it swings and 4 readers got 72 % of the peak
+where the curve gives 89 %, with 8 bins 3 % short. A change of load is followed within a quarter
+of a millisecond. It is accepted from 16384 (one bin) to 4194304 ns (a quarter of the calendar's
 horizon).
 
 Kernel work (faults, syscalls, reclaim, migration) costs the constants in costs.py (COSTS), each
@@ -50,66 +58,98 @@ a machine) and mark those `calibrated`; nothing here is fitted to a treatment co
 from __future__ import annotations
 
 import numpy as np
-from ._jit import jit, jit_inline
+from ._jit import jit, jit_entry, jit_inline
 
 from .params import P
-from .resource import calendar_book, calendar_utilisation_slow
-from .state import MEM_BW_BIN_NS
+from .resource import calendar_book, calendar_fill_bin, calendar_room, calendar_utilisation
+from .state import MEM_BW_BIN_NS, MEM_BW_BINS
 
 MEM_BW_BIN_SHIFT = MEM_BW_BIN_NS.bit_length() - 1
-UTIL_WINDOW_MAX_NS = 262144          # a quarter of the calendar's horizon
+UTIL_WINDOW_MAX_NS = MEM_BW_BIN_NS * MEM_BW_BINS // 4     # a quarter of the calendar's horizon
 U_CAP = 0.99
 
 
 @jit_inline
-def load_factor(s, p, nid, now):
-    """The node's loaded-latency factor at time `now` (cached per calendar bin)."""
-    b = np.int64(now) >> MEM_BW_BIN_SHIFT
-    if b == s.mem[nid].lf_bin:
-        return s.mem[nid].load_factor
-    return update_load_factor(s, p, np.int64(nid), b)
+def mem_fast_ok(s, nid, now):
+    """The access path's fast case can charge an access's memory (mem_ns with fast=True): its time
+    is in the node's current bin and the bin has room for the largest access (4 KiB). Otherwise the
+    access returns ops.ACCESS_MEM_BIN (engine.access_present) before any side effect, and the
+    general case makes the next bin current out of line."""
+    m = s.mem[nid]
+    return (np.int64(now) >> MEM_BW_BIN_SHIFT) == m.lf_bin and m.bw_room >= 4096.0
+
+
+@jit_inline
+def mem_ns(s, p, nid, now, unloaded, nbytes, fast):
+    """An access of `unloaded` ns moving `nbytes` to/from node `nid` at `now`: loaded latency plus
+    the wait for bandwidth. When the bin of `now` is the node's current bin and has room (always in
+    the fast case, `fast`: mem_fast_ok checked it), the bytes only come out of the room kept in s.mem[nid]
+    (bw_room, written back to the calendar by mem_bw_flush); anything else goes out of line."""
+    m = s.mem[nid]
+    if fast or ((np.int64(now) >> MEM_BW_BIN_SHIFT) == m.lf_bin and nbytes <= m.bw_room):
+        m.bw_room -= nbytes
+        return unloaded * m.load_factor
+    return mem_ns_slow(s.mem, s.membw, p[P.LOADED_LATENCY_C], np.int64(p[P.UTIL_WINDOW_NS]), np.int64(nid),
+                       np.int64(now), unloaded, nbytes)
 
 
 @jit
-def update_load_factor(s, p, nid, b):
-    """factor(u) for bin b, u the mean utilisation of the util_window_ns of bins before it."""
-    k = max(np.int64(1), np.int64(p[P.UTIL_WINDOW_NS]) >> MEM_BW_BIN_SHIFT)
-    u = min(calendar_utilisation_slow(s.membw, nid, b, k), U_CAP)
-    f = 1.0 + p[P.LOADED_LATENCY_C] * u / (1.0 - u)
-    s.mem[nid].load_factor = f
-    s.mem[nid].lf_bin = b
-    return f
+def mem_bw_flush(mem, membw, nid):
+    """Write the bytes taken out of the current bin's room back to the node's calendar."""
+    d = mem[nid].bw_room0 - mem[nid].bw_room
+    if d > 0.0:
+        calendar_fill_bin(membw, nid, mem[nid].lf_bin, d)
+    mem[nid].bw_room0 = mem[nid].bw_room
+
+
+@jit_entry
+def mem_bw_flush_all(mem, membw):
+    """mem_bw_flush for every node: the calendars then hold every byte booked (the API does it
+    after each run, so a Result or a test reads complete calendars)."""
+    for nid in range(mem.shape[0]):
+        mem_bw_flush(mem, membw, nid)
+
+
+@jit
+def mem_ns_slow(mem, membw, c, window_ns, nid, now, unloaded, nbytes):
+    """mem_ns's general case: book on the calendar (after writing back the current bin), and make
+    the bin of `now` current, with factor(u) for it: u the mean utilisation of the window_ns of
+    bins before it."""
+    mem_bw_flush(mem, membw, nid)
+    b = now >> MEM_BW_BIN_SHIFT
+    wait = calendar_book(membw, nid, now, nbytes)
+    if b != mem[nid].lf_bin:
+        k = max(np.int64(1), window_ns >> MEM_BW_BIN_SHIFT)
+        u = min(calendar_utilisation(membw, nid, now, k), U_CAP)
+        mem[nid].load_factor = 1.0 + c * u / (1.0 - u)
+        mem[nid].lf_bin = b
+    room = calendar_room(membw, nid, b)
+    mem[nid].bw_room = room
+    mem[nid].bw_room0 = room
+    return unloaded * mem[nid].load_factor + wait
 
 
 @jit_inline
-def mem_ns(s, p, nid, now, unloaded, nbytes):
-    """An access of `unloaded` ns moving `nbytes` to/from node `nid` at `now`: loaded latency plus
-    the wait for bandwidth."""
-    f = load_factor(s, p, nid, now)
-    return unloaded * f + calendar_book(s.membw, nid, now, nbytes)
+def seq_page_ns(s, p, nid, now, fast):
+    """A 4 KiB streaming copy from node `nid` (`fast`: the access path's fast case, mem_ns)."""
+    return mem_ns(s, p, nid, now, s.mem[nid].seq_ns, 4096.0, fast)
 
 
 @jit_inline
-def seq_page_ns(s, p, nid, now):
-    """A 4 KiB streaming copy from node `nid`."""
-    return mem_ns(s, p, nid, now, s.mem[nid].seq_ns, 4096.0)
+def line_load_ns(s, p, nid, now, fast):
+    return mem_ns(s, p, nid, now, s.mem[nid].line_ns, 64.0, fast)
 
 
 @jit_inline
-def line_load_ns(s, p, nid, now):
-    return mem_ns(s, p, nid, now, s.mem[nid].line_ns, 64.0)
-
-
-@jit_inline
-def line_store_ns(s, p, nid, now):
-    return mem_ns(s, p, nid, now, s.mem[nid].write_ns, 128.0)  # read-for-ownership now, write-back later
+def line_store_ns(s, p, nid, now, fast):
+    return mem_ns(s, p, nid, now, s.mem[nid].write_ns, 128.0, fast)  # read-for-ownership now, write-back later
 
 
 @jit_inline
 def copy_folio_ns(s, p, src, dst, nr, now):
     """Copying nr pages src -> dst: paced by the slower side; both nodes' bandwidth is used."""
-    a = mem_ns(s, p, src, now, s.mem[src].seq_ns * nr, 4096.0 * nr)
-    b = mem_ns(s, p, dst, now, s.mem[dst].seq_ns * nr, 4096.0 * nr)
+    a = mem_ns(s, p, src, now, s.mem[src].seq_ns * nr, 4096.0 * nr, False)
+    b = mem_ns(s, p, dst, now, s.mem[dst].seq_ns * nr, 4096.0 * nr, False)
     return a if a > b else b
 
 

@@ -67,7 +67,7 @@ COSTS = {
                    "xas_store, nrpages and NR_FILE_PAGES; __remove_mapping: the shadow-entry store and the "
                    "same counters): an xarray walk of 2-3 nodes and a few counter updates. Assumed; part "
                    "of pagecache_insert_ns and reclaim_free_ns."),
-    "util_window_ns": (16384.0, "ns", "span of simulated time before an access over which its node's delivered "
+    "util_window_ns": (262144.0, "ns", "span of simulated time before an access over which its node's delivered "
                        "bandwidth is averaged for the loaded-latency curve (cost.py); a model setting, "
-                       "1024 .. 262144 ns."),
+                       "16384 .. 4194304 ns."),
 }

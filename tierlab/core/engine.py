@@ -37,14 +37,14 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
 
-from .cost import line_load_ns
+from .cost import line_load_ns, mem_fast_ok
 from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
 from .mm import cpumask_set_cpu, do_ctrl
 from .numa_balancing import task_tick_numa
 from .ops import (
-    ACCESS_DONE, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
+    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
     OP_READ, OP_STOP, OP_SYSCALL_END,
 )
 from .readahead import call_pages_left, page_cache_async_ra, page_present
@@ -76,6 +76,8 @@ def access_present(s, p, task, cpu_nid, page, op, now, cost, fast):
     hu = np.uint64(head)       # unsigned: numba wraps negative signed indices (a shift, an and, an add)
     if not (pg.flags2[hu] & F2_PRESENT):
         return cost, ACCESS_NOT_PRESENT
+    if fast and not mem_fast_ok(s, np.uint64(pg.node[hu]), now):
+        return cost, ACCESS_MEM_BIN
     if (op & OP_KIND_MASK) >= OP_READ:
         return filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
     return pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast)
@@ -97,7 +99,7 @@ def access_fault(s, p, task, cpu, page, op, clock, scratch, cands):
         head = folio_head(s, page)       # the fault may have made it part of a large folio
         if not (s.pages.flags2[head] & F2_PRESENT):
             # zero page: a cache-line read from the local node
-            return cost + line_load_ns(s, p, s.cpu[cpu].node, clock), True, True
+            return cost + line_load_ns(s, p, s.cpu[cpu].node, clock, False), True, True
     return cost, True, False
 
 

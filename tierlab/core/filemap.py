@@ -113,7 +113,7 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
     if t.ra_done > now:
         cost += io_wait(t, ra_ready(t, page, now + np.int64(cost)), now + np.int64(cost))
     nid = np.uint64(pg.node[hu])
-    cost += seq_page_ns(s, p, nid, now)
+    cost += seq_page_ns(s, p, nid, now, fast)
     if not (page == last + 1 and (pg.flags2[hu] & F2_CONTIG)):
         sb = p[P.STREAM_BREAK_NS]
         cost += s.mem[nid].line_ns if sb < 0 else sb

@@ -219,11 +219,11 @@ def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
     f |= PG_YOUNG
     if kind == OP_STORE:
         pg.flags[hu] = f | PG_DIRTY
-        cost += line_store_ns(s, p, nid, now)
+        cost += line_store_ns(s, p, nid, now, fast)
     else:
         pg.flags[hu] = f
         if op & OP_PAGE:
-            cost += seq_page_ns(s, p, nid, now)
+            cost += seq_page_ns(s, p, nid, now, fast)
         else:
-            cost += line_load_ns(s, p, nid, now)
+            cost += line_load_ns(s, p, nid, now, fast)
     return cost, ACCESS_DONE

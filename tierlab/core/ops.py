@@ -55,3 +55,4 @@ ACCESS_SEGV = 5                # (general case) no VMA of the task's mm maps the
 ACCESS_WP_FAULT = 6            # a store to a present, read-only PTE: write-protect fault (do_wp_page)
 ACCESS_READAHEAD = 7           # the folio the task's readahead marked PG_readahead: page_cache_async_ra()
                                # (the run loop's general case starts it before taking the access)
+ACCESS_MEM_BIN = 8             # the folio's node needs its next bandwidth bin (cost.mem_ns_slow)

@@ -49,8 +49,10 @@ with a naive dict-of-bins calendar).
 
 Functions (a calendar is one record of an array of calendar_dtype(nbins); they take the array and
 an index):
-    calendar_book(cal, r, t, amount) -> wait   the hot path: room in t's bin is a few loads/stores
+    calendar_book(cal, r, t, amount) -> wait   room in t's bin is a few loads and stores
     calendar_utilisation(cal, r, t, k)          mean fill / cap of the k bins before t's bin
+    calendar_room(cal, r, j), calendar_fill_bin(cal, r, j, amount)
+                                               for a caller that keeps one bin's room itself
     calendar_array(rates, bin_ns, nbins)       a fresh array (Python side)
 """
 from __future__ import annotations
@@ -69,8 +71,9 @@ def calendar_dtype(nbins: int) -> np.dtype:
         ("head", np.int64),         # newest absolute bin touched (-1: none)
         ("full_lo", np.int64),      # absolute bins [full_lo, full_hi) are known full (a hint)
         ("full_hi", np.int64),
-        ("u_bin", np.int64),        # bin for which `u` was last computed (calendar_utilisation's cache)
-        ("u", np.float64),
+        ("u_end", np.int64),        # calendar_utilisation's window: bins [u_end - u_k, u_end) (-1: none)
+        ("u_k", np.int64),
+        ("u_sum", np.float64),      # units in the window's bins, kept up to date by every booking
         ("nr_requests", np.int64),
         ("nr_waits", np.int64),     # requests that waited (spilled past their own bin and ended late)
         ("booked", np.float64),     # units booked in all
@@ -100,7 +103,7 @@ def calendar_array(rates, bin_ns: int, nbins: int) -> np.ndarray:
     cal["cap"] = np.asarray(rates, np.float64) * float(1 << shift)
     cal["bin_shift"] = shift
     cal["head"] = -1
-    cal["u_bin"] = -1
+    cal["u_end"] = -1
     cal["bin_tag"] = -1
     return cal.view(np.recarray)
 
@@ -108,12 +111,19 @@ def calendar_array(rates, bin_ns: int, nbins: int) -> np.ndarray:
 @jit_inline
 def calendar_book(cal, r, t, amount):
     """Book `amount` units on calendar r at virtual time t (ns). Returns the wait in ns (0.0 when
-    t's bin has room). The common case is inlined; a spill or a new bin goes out of line."""
+    t's bin has room). The common case is inlined; a spill goes out of line."""
     c = cal[r]
+    tags = c.bin_tag            # the nested arrays once: numba builds a view per attribute access
+    fills = c.bin_fill
     b = np.int64(t) >> c.bin_shift
-    slot = b & (c.bin_tag.shape[0] - 1)
-    if c.bin_tag[slot] == b and amount <= c.cap - c.bin_fill[slot]:
-        c.bin_fill[slot] += amount
+    slot = b & (tags.shape[0] - 1)
+    if b > c.head:
+        # a bin past the newest one (a client moving on in time): claim its slot, as the general
+        # case would (no bin past `head` is in the full-run hint)
+        claim_slot(c, tags, fills, slot, b)
+    if tags[slot] == b and amount <= c.cap - fills[slot]:
+        fills[slot] += amount
+        window_add(c, b, amount)
         c.booked += amount
         c.nr_requests += 1
         return 0.0
@@ -125,8 +135,11 @@ def calendar_book_slow(cal, r, t, amount):
     """calendar_book's general case: a bin to (re)claim, a spill into later bins, or a request
     older than the horizon."""
     c = cal[r]
-    nb = c.bin_tag.shape[0]
+    tags = c.bin_tag
+    fills = c.bin_fill
+    nb = tags.shape[0]
     shift = c.bin_shift
+    cap = c.cap
     b = t >> shift
     c.booked += amount
     c.nr_requests += 1
@@ -140,21 +153,20 @@ def calendar_book_slow(cal, r, t, amount):
         if j >= c.full_lo and j < c.full_hi:
             j = c.full_hi
         slot = j & (nb - 1)
-        if c.bin_tag[slot] != j:            # a slot last used by an older bin: reset it lazily
-            c.expired += c.bin_fill[slot]
-            c.bin_fill[slot] = 0.0
-            c.bin_tag[slot] = j
-            if j > c.head:
-                c.head = j
-        room = c.cap - c.bin_fill[slot]
+        if tags[slot] != j:                 # a slot last used by an older bin: reset it lazily
+            claim_slot(c, tags, fills, slot, j)
+        room = cap - fills[slot]
         if left <= room:
-            c.bin_fill[slot] += left
+            fills[slot] += left
+            window_add(c, j, left)
             break
         left -= room
-        c.bin_fill[slot] = c.cap
+        fills[slot] = cap
+        window_add(c, j, room)
         j += 1
     # bins b .. j-1 are full now, and j too if the request filled it exactly
-    hi = j + 1 if c.bin_fill[j & (nb - 1)] >= c.cap else j
+    last = fills[j & (nb - 1)]
+    hi = j + 1 if last >= cap else j
     if hi > b:
         if b <= c.full_hi and hi >= c.full_lo:
             c.full_lo = min(c.full_lo, b)
@@ -165,7 +177,7 @@ def calendar_book_slow(cal, r, t, amount):
     if j == b:
         return 0.0
     w = np.float64(np.int64(1) << shift)
-    end = np.float64(j << shift) + w * c.bin_fill[j & (nb - 1)] / c.cap
+    end = np.float64(j << shift) + w * last / cap
     wait = end - (np.float64(t) + amount / c.rate)
     if wait <= 0.0:
         return 0.0
@@ -175,28 +187,108 @@ def calendar_book_slow(cal, r, t, amount):
 
 
 @jit_inline
+def calendar_room(cal, r, j):
+    """Units bin j can still take (0.0 for a bin older than the horizon)."""
+    c = cal[r]
+    nb = c.bin_tag.shape[0]
+    if c.bin_tag[j & (nb - 1)] == j:
+        return c.cap - c.bin_fill[j & (nb - 1)]
+    if j <= c.head - nb:
+        return 0.0
+    return c.cap
+
+
+@jit
+def calendar_fill_bin(cal, r, j, amount):
+    """Add `amount` units to bin j, claiming its slot if need be, without a capacity check: for a
+    caller that took them out of the bin's room (calendar_room) while it held the bin (cost.py
+    keeps one bin's room per node for the per-access path and writes it back here)."""
+    c = cal[r]
+    tags = c.bin_tag
+    fills = c.bin_fill
+    nb = tags.shape[0]
+    c.booked += amount
+    if j <= c.head - nb:
+        c.beyond += amount
+        c.nr_beyond += 1
+        return
+    slot = j & (nb - 1)
+    if tags[slot] != j:
+        claim_slot(c, tags, fills, slot, j)
+    fills[slot] += amount
+    window_add(c, j, amount)
+
+
+@jit_inline
+def claim_slot(c, tags, fills, slot, j):
+    """Give bin j the ring slot an older bin held (the lazy reset): the old bin's units leave the
+    ring (expired) and the utilisation window."""
+    window_add(c, tags[slot], -fills[slot])
+    c.expired += fills[slot]
+    fills[slot] = 0.0
+    tags[slot] = j
+    if j > c.head:
+        c.head = j
+
+
+@jit_inline
+def window_add(c, j, delta):
+    """Keep calendar_utilisation's window sum: `delta` units went into (or out of) bin j."""
+    if j < c.u_end and j >= c.u_end - c.u_k:
+        c.u_sum += delta
+
+
+@jit_inline
 def calendar_utilisation(cal, r, t, nbins):
     """Mean utilisation (fill / cap) of the `nbins` complete bins before t's bin: the throughput
-    delivered over the last nbins * w ns, as a fraction of the rate. Cached per bin of t: a
-    client that books into an earlier bin later (out of order) changes the figure for the next
-    bin reached, not for the current one."""
+    delivered over the last nbins * w ns, as a fraction of the rate. The window's sum is kept as
+    bookings land in it and slid bin by bin as t moves on (O(1) per bin reached; a jump back or
+    far ahead sums the window afresh), so a client that books into a window bin later (out of
+    order) is seen at once."""
     c = cal[r]
     b = np.int64(t) >> c.bin_shift
-    if b == c.u_bin:
-        return c.u
+    if nbins == c.u_k:
+        if b == c.u_end:
+            return c.u_sum / (np.float64(nbins) * c.cap)
+        if b == c.u_end + 1 and b - nbins > c.head - c.bin_tag.shape[0]:
+            # one bin on (the common step, inlined): bin u_end comes in, bin u_end - k goes out
+            tags = c.bin_tag
+            fills = c.bin_fill
+            m = tags.shape[0] - 1
+            tot = c.u_sum
+            if tags[(b - 1) & m] == b - 1:
+                tot += fills[(b - 1) & m]
+            out = b - 1 - nbins
+            if out >= 0 and tags[out & m] == out:
+                tot -= fills[out & m]
+            c.u_end = b
+            c.u_sum = tot
+            return max(0.0, tot) / (np.float64(nbins) * c.cap)
     return calendar_utilisation_slow(cal, np.int64(r), b, np.int64(nbins))
 
 
 @jit
 def calendar_utilisation_slow(cal, r, b, nbins):
     c = cal[r]
-    nb = c.bin_tag.shape[0]
-    tot = 0.0
-    for j in range(max(b - nbins, c.head - nb + 1, 0), b):
-        slot = j & (nb - 1)
-        if c.bin_tag[slot] == j:
-            tot += c.bin_fill[slot]
-    u = tot / (np.float64(nbins) * c.cap)
-    c.u_bin = b
-    c.u = u
-    return u
+    tags = c.bin_tag
+    fills = c.bin_fill
+    nb = tags.shape[0]
+    oldest = c.head - nb + 1             # the oldest bin the ring still holds
+    if (nbins == c.u_k and c.u_end < b and b <= c.u_end + nbins
+            and c.u_end - nbins >= oldest):
+        tot = c.u_sum                    # slide: bins [u_end, b) come in, [u_end - k, b - k) go out
+        for j in range(c.u_end, b):
+            if j >= 0 and tags[j & (nb - 1)] == j:
+                tot += fills[j & (nb - 1)]
+        for j in range(c.u_end - nbins, b - nbins):
+            if j >= 0 and tags[j & (nb - 1)] == j:
+                tot -= fills[j & (nb - 1)]
+    else:
+        tot = 0.0
+        for j in range(max(b - nbins, oldest, 0), b):
+            if tags[j & (nb - 1)] == j:
+                tot += fills[j & (nb - 1)]
+    c.u_end = b
+    c.u_k = nbins
+    c.u_sum = tot
+    return max(0.0, tot) / (np.float64(nbins) * c.cap)

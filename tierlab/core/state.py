@@ -179,10 +179,12 @@ MEM_DTYPE = np.dtype([
     ("write_ns", np.float64),        # random cache-line store, unloaded
     ("bw_bytes_ns", np.float64),     # peak bandwidth, bytes per ns
     ("load_factor", np.float64),     # loaded-latency multiplier (cost.py), valid for bin `lf_bin`
-    ("lf_bin", np.int64),            # membw bin load_factor was computed for (-1: none yet)
+    ("lf_bin", np.int64),            # the node's current membw bin (-1: none yet)
+    ("bw_room", np.float64),         # bytes bin lf_bin can still take (cost.mem_ns)
+    ("bw_room0", np.float64),        # bw_room when last written back to membw (cost.mem_bw_flush)
 ], align=True)
 
-MEM_BW_BIN_NS = 1024                 # the bandwidth calendars: bin width and ring size (cost.py says why)
+MEM_BW_BIN_NS = 16384                # the bandwidth calendars: bin width and ring size (cost.py says why)
 MEM_BW_BINS = 1024
 LOCK_BIN_NS = 256                    # the lock calendars (locks.py says why)
 LOCK_BINS = 4096

@@ -40,7 +40,9 @@ class ReadCalls:
 
     @property
     def buffer_pages(self) -> int:
-        return min(self.pages_per_call, self.file_pages)
+        """One call's worth of anonymous memory, as memory divided by --scale like the file (the
+        call length itself is not: docs/scaling.md)."""
+        return max(1, min(int(self.pages_per_call / self.scale), self.file_pages))
 
 
 class FileRead(ReadCalls, Workload):
