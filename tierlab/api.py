@@ -107,14 +107,14 @@ class Simulation:
                  sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
                  fast_case: bool = True):
         from .config import check_parts
-        checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs)
+        checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs, quantum_us)
         self.machine = machine
         self.kernel = checked.kernel
         self.workload = workload
         self.seed = checked.config.seed
         self.costs = {k: v[0] for k, v in COSTS.items()} | checked.config.costs
         self.sample_interval_ms = checked.config.sample_interval_ms
-        self.quantum_us = quantum_us
+        self.quantum_us = checked.config.quantum_us
         self.fast_case = bool(fast_case)   # False: every access takes the general case (for testing)
         self._regions = checked.regions
         self._layout = checked.layout
@@ -416,7 +416,7 @@ class Simulation:
         from .config import RunConfig
         overrides = {k: v for k, v in self.costs.items() if v != COSTS[k][0]}
         return RunConfig.from_parts(self.machine, self.kernel, self.workload, self.seed,
-                                    self.sample_interval_ms, overrides).to_dict()
+                                    self.sample_interval_ms, overrides, self.quantum_us).to_dict()
 
 
 def check_control_ops(ch, regions, state) -> None:
@@ -459,13 +459,14 @@ def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: 
 def build(config) -> Simulation:
     """A Simulation from a config dict (or a RunConfig): {"machine": preset name, TOML path or a
     machine dict as run, "workload": name, "params": {...}, "knobs": {...}, "scale": F, "seed": N,
-    "sample_interval_ms": X, "costs": {...}} (tierlab.config). Every key and value is validated
+    "sample_interval_ms": X, "quantum_us": Q, "costs": {...}} (tierlab.config). Every key and value is validated
     before anything runs (`tierlab.config.validate`); errors name the key. `build(result.config)`
     repeats a run bit-identically."""
     from .config import check
     c = check(config)
     return Simulation(c.machine, c.kernel, c.workload, seed=c.config.seed,
-                      sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs)
+                      sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs,
+                      quantum_us=c.config.quantum_us)
 
 
 def run_config(config, progress=None) -> Result:
