@@ -45,12 +45,6 @@ def seed000_two_scales():
         ["experiment", "metric"]) for f in (32, 64)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "after the scan-period fix (merged with the processes work) the steady columns at scale 64 run "
-    "0.3-1.0 % faster than at scale 32 and add_order_overhead differs 2.5 % (0.463 vs 0.475); the "
-    "rounds agree exactly. Same cause as the hint-fault test: the scanner's period now comes from "
-    "file-read's one-call buffer RSS (not scaled, docs/scaling.md) and the scan tick is evaluated in "
-    "continuous time rather than on the jiffies grid (open)"))
 def test_seed000_predicted_columns_agree_at_scales_32_and_64(seed000_two_scales):
     a, b = seed000_two_scales
     pred = a.role == "predicted"

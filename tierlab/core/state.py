@@ -211,6 +211,7 @@ TASK_DTYPE = np.dtype([
     ("mm", np.int64),
     ("runtime", np.int64),           # ns of CPU time consumed (se.sum_exec_runtime)
     ("end", np.int64),               # CPU clock when the task last ran
+    ("clock_frac", np.float64),      # the fraction of a ns its accesses' costs left over (engine.advance)
     ("last_page", np.int64),         # previous page read()/written (stream continuity, pos_same_folio)
     ("call_start", np.int64),        # 1 when the task's next access starts a new system call
     ("promo_count", np.int64),       # pages on the promotion list (current->promo_count)
