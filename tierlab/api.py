@@ -23,7 +23,7 @@ from .core.cost import mem_bw_flush_all
 from .core.costs import COSTS
 from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.mmzone import setup_watermarks
-from .core.numa_balancing import reset_promotion_state, thread_node_stamps
+from .core.numa_balancing import mm_first_scan_jiffies, reset_promotion_state, thread_node_stamps
 from .core.params import KNOB_NAMES, NR_PARAMS, P
 from .core.sched import place_kswapds
 from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
@@ -137,7 +137,6 @@ class Simulation:
                                                   [nd.cpus for nd in m.nodes], m.zonelists())
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
         total_pages = int(managed.sum())
-        scan_delay_ns = int(int(self.kernel.scan_delay_ms) * 1_000_000 / self.workload.scale)
         return st.allocate(
             region_pages=[r.pages for r in self._regions],
             region_kind=[st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
@@ -164,9 +163,10 @@ class Simulation:
             task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
             task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes], self.workload.scale),
             mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
+            mm_next_scan=mm_first_scan_jiffies(self.kernel, lay.mm_start_ns, self.workload.scale),
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
-            first_sample_ns=int(self.sample_interval_ms * 1e6), scan_delay_ns=scan_delay_ns, seed=self.seed)
+            first_sample_ns=int(self.sample_interval_ms * 1e6), scan_delay_ms=int(self.kernel.scan_delay_ms), seed=self.seed)
 
     def _min_free_kbytes(self, total_pages: int) -> int:
         """min_free_kbytes as run: the knob, or the kernel's default for the full-size machine (total

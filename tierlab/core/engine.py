@@ -42,7 +42,7 @@ from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
 from .mm import cpumask_set_cpu, do_ctrl
-from .numa_balancing import task_tick_numa
+from .numa_balancing import jiffies_at, next_numa_tick, task_tick_numa
 from .ops import (
     ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
     OP_READ, OP_STOP, OP_SYSCALL_END,
@@ -142,14 +142,6 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
 
 
 @jit_inline
-def scan_tick_at(s, task, start):
-    """The clock at which the task's runtime reaches its next NUMA scan tick (node_stamp + the scan
-    period, task_tick_numa), for a quantum that began at `start`."""
-    t = s.task[task]
-    return start + (t.numa_scan_stamp + t.numa_scan_period - t.runtime)
-
-
-@jit_inline
 def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
     """What runs after an access, in this order: the task work of a system call that queued
     promotions (task_numa_promotion_work), then the NUMA scan tick once the task's runtime reaches
@@ -159,9 +151,11 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
     if work_pending:
         clock += np.int64(task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock))
     if clock >= scan_at:
-        rt = s.task[task].runtime + (clock - start)
-        clock += np.int64(task_tick_numa(s, p, task, rt, clock))
-        scan_at = scan_tick_at(s, task, start)
+        # the tick at scan_at fell within the access: task_tick_numa with the runtime and jiffies
+        # of that tick, its work at the return to user (now)
+        rt = s.task[task].runtime + (scan_at - start)
+        clock += np.int64(task_tick_numa(s, p, task, rt, jiffies_at(p, scan_at), clock))
+        scan_at = next_numa_tick(s, p, task, start, clock)
     return clock, scan_at
 
 
@@ -305,7 +299,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         pos = task_pos[t]
         end = offsets[t + 1]
         status = STATUS_DONE
-        scan_at = scan_tick_at(s, t, start) if numa_on else INF
+        scan_at = next_numa_tick(s, p, t, start, start) if numa_on else INF
         skip = 0           # accesses to take here before trying fast_run again
         backoff = 16
         while pos < end:

@@ -7,11 +7,22 @@ change_prot_numa() (mm/mprotect.c change_pte_range() skip rules). The hint fault
 decision (do_numa_page, numa_migrate_check) is in memory.py, the migration in migrate.py; the
 page-cache promotion path (pagecache_promotion.py) reaches the same should_numa_migrate_memory().
 
+The scanner runs on the scheduler tick, as the kernel's does: task_tick_numa() is evaluated only at
+ticks (HZ = 250: every TICK_NSEC = 4 ms of the kernel's clock, on the jiffies grid of virtual time,
+for the task running on the CPU then), with the task's runtime at that tick (sum_exec_runtime);
+mm->numa_next_scan is in jiffies and the next scan is msecs_to_jiffies(period) ahead (rounded up to
+whole ticks); the work runs at the return to user after the access the tick fell in; the task
+that ran a scan has its node_stamp pushed 2 ticks on, and by 32 times the scan's own runtime as
+sum_exec_runtime sees it (the ticks that fall within the scan). The run loop keeps the time of the
+next tick at which task_tick_numa would act (`next_numa_tick`) and compares the clock with it, so
+the access path pays one compare.
+
 Scanner simplifications: VMAs are the region slots an mm maps (read()-only page cache has no
 VMA); the scan period is fixed at task_scan_start() for the mm's RSS at the task's first tick --
-which is what mode 2 does, since slow-tier faults never reach update_task_scan_period() -- and the
-2-tick node_stamp push of the task that wins a scan is left out; mode 1's scan-rate adaptation, NUMA groups, per-VMA PID
-filtering and the cpupid two-stage filter are not modelled (tierlab has no mode-1 workload yet).
+which is what mode 2 does, since slow-tier faults never reach update_task_scan_period(); mode 1's
+scan-rate adaptation, NUMA groups, per-VMA PID filtering and the cpupid two-stage filter are not
+modelled (tierlab has no mode-1 workload yet). sum_exec_runtime is taken to move at ticks only (a
+task alone on its CPU: the model's quantum boundaries are not the kernel's context switches).
 
 Time is the kernel's jiffies_to_msecs(): milliseconds of the faulting task's virtual clock, kept to
 32 bits; folio access times are masked to `access_time_bits` (LAST_CPUPID_SHIFT, 21 with
@@ -22,7 +33,8 @@ smaller; a page is then re-accessed F times sooner, so the run is the full-size 
 compressed F-fold too. The kernel's clock here runs F times faster than the simulated one
 (now_ms: ms of full-size time), so hot_threshold_ms, scan_period_*_ms, the 1-s rate-limit window
 and the access-time wrap keep their full-size meaning with full ms resolution; the scan period
-computed in full-size ms becomes simulated ns divided by F; byte quantities of full-size memory
+computed in full-size ms becomes simulated ns divided by F, and so does the tick (jiffies_at: a
+tick every TICK_NSEC / F of virtual time); byte quantities of full-size memory
 are divided by F (scan_size_mb, the 1 GiB floor of pgdat_free_space_enough, the rate limit's
 pages per kernel second). F = 1 is the kernel exactly.
 
@@ -30,6 +42,8 @@ Simplifications: one zone per node; the cmpxchg races between CPUs opening a rat
 threshold window cannot happen in a serial simulation.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from ._jit import jit, jit_inline
@@ -167,7 +181,38 @@ def task_scan_min_ms(p, rss):
     return max(floor, np.int64(p[P.SCAN_PERIOD_MIN_MS]) // nr_windows)
 
 
-TICK_NSEC = 4_000_000   # 1 s / HZ with HZ = 250, the kernel/Kconfig.hz default
+HZ = 250                        # the kernel/Kconfig.hz default
+TICK_NSEC = 1_000_000_000 // HZ
+MSEC_PER_JIFFY = 1000 // HZ
+
+
+@jit_inline
+def msecs_to_jiffies(ms):
+    """msecs_to_jiffies() for HZ dividing 1000: rounded up to whole jiffies."""
+    return (ms + MSEC_PER_JIFFY - 1) // MSEC_PER_JIFFY
+
+
+@jit_inline
+def jiffies_at(p, clock_ns):
+    """jiffies at virtual time `clock_ns`: ticks of the kernel's clock (F times faster at --scale F)
+    since time 0."""
+    if p[P.SCALE] == 1.0:
+        return clock_ns // TICK_NSEC
+    return np.int64(np.floor(clock_ns * p[P.SCALE] / TICK_NSEC))
+
+
+@jit_inline
+def jiffy_start(p, j):
+    """The virtual time (ns) of tick `j`: the first ns at which jiffies reads j."""
+    if p[P.SCALE] == 1.0:
+        return j * TICK_NSEC
+    return np.int64(np.ceil(j * TICK_NSEC / p[P.SCALE]))
+
+
+@jit_inline
+def kernel_ms_ns(p, ms):
+    """A duration of the kernel's ms (a scan period) as virtual ns: divided by the scale."""
+    return np.int64(ms * 1_000_000 / p[P.SCALE])
 
 
 def thread_node_stamps(kernel, threads_per_process, scale: float = 1.0) -> list[int]:
@@ -194,12 +239,19 @@ def thread_node_stamps(kernel, threads_per_process, scale: float = 1.0) -> list[
     return out
 
 
+def mm_first_scan_jiffies(kernel, mm_start_ns, scale: float = 1.0) -> list[int]:
+    """init_numa_balancing() for an mm's first task: mm->numa_next_scan = jiffies at its start +
+    msecs_to_jiffies(scan_delay), per mm (its start in virtual ns; jiffies of the kernel's clock,
+    F times faster at --scale F)."""
+    delay = (int(kernel.scan_delay_ms) + MSEC_PER_JIFFY - 1) // MSEC_PER_JIFFY
+    return [int(math.floor(int(t) * scale / TICK_NSEC)) + delay for t in mm_start_ns]
+
+
 @jit
-def task_scan_start_ns(s, p, mm):
+def task_scan_start_ms(s, p, mm):
     """task_scan_start() (no numa_group: task_scan_min) for the mm's RSS now (get_mm_rss: its
-    MM_ANONPAGES + MM_FILEPAGES counters): the kernel's integer ms, as simulated ns (divided by
-    the scale, docs/scaling.md)."""
-    return np.int64(task_scan_min_ms(p, get_mm_rss(s, mm)) * 1_000_000 / p[P.SCALE])
+    MM_ANONPAGES + MM_FILEPAGES counters), in the kernel's integer ms."""
+    return task_scan_min_ms(p, get_mm_rss(s, mm))
 
 
 @jit
@@ -293,31 +345,60 @@ def task_numa_work(s, p, mm, now):
 
 
 @jit
-def task_tick_numa(s, p, task, runtime, now):
-    """task_tick_numa(), driven by the task's runtime: once it has run a scan period past its
-    node_stamp, the period is recomputed if this is the task's first tick (node_stamp still 0:
-    task_scan_start() for the mm's RSS *now*, after scan_delay of runtime, when the footprint is
-    resident), node_stamp moves on by the old period, and the scan work runs at the return to user
-    (here: right away) if the mm's numa_next_scan has come; task_numa_work() then sets the next
-    scan one (new) period ahead. Threads other than a process's first start with a staggered
-    node_stamp (init_numa_balancing) and so keep the scan_delay period. Returns the scan's cost."""
+def task_numa_work_tick(s, p, task, now):
+    """task_numa_work() as queued by task_tick_numa, run at the return to user at `now`: nothing
+    before the mm's numa_next_scan (jiffies); a task still at a zero period (scan_delay 0, a
+    staggered thread) takes task_scan_start(); the next scan is msecs_to_jiffies(period) ahead;
+    the task's node_stamp moves 2 ticks on (so that another thread of the mm wins the next time);
+    then the scan pass. Its own runtime, as sum_exec_runtime sees it (ticks that fall within it),
+    pushes node_stamp 32 times as far (the 3 % cap on scan overhead). Returns the cost."""
     t = s.task[task]
-    period = t.numa_scan_period
-    if runtime < t.numa_scan_stamp + period:
-        return 0.0
     mm = t.mm
-    if t.numa_scan_stamp == 0:
-        t.numa_scan_period = task_scan_start_ns(s, p, mm)
-    t.numa_scan_stamp += period
-    cost = 0.0
-    if now >= s.mm[mm].numa_next_scan:
-        if t.numa_scan_period == 0:
-            # task_numa_work(): a task still at a zero period (scan_delay 0, a staggered thread)
-            # takes task_scan_start() there
-            t.numa_scan_period = task_scan_start_ns(s, p, mm)
-        s.mm[mm].numa_next_scan = now + t.numa_scan_period
-        cost = task_numa_work(s, p, mm, now)
+    j = jiffies_at(p, now)
+    if j < s.mm[mm].numa_next_scan:
+        return 0.0
+    if t.numa_scan_period == 0:
+        t.numa_scan_period = task_scan_start_ms(s, p, mm)
+    s.mm[mm].numa_next_scan = j + msecs_to_jiffies(t.numa_scan_period)
+    t.numa_scan_stamp += np.int64(2 * TICK_NSEC / p[P.SCALE])
+    cost = task_numa_work(s, p, mm, now)
+    # sum_exec_runtime moves only at ticks: the scan's own runtime is the ticks within it
+    j_end = jiffies_at(p, now + np.int64(cost))
+    if j_end > j:
+        t.numa_scan_stamp += 32 * (jiffy_start(p, j_end) - jiffy_start(p, j))
     return cost
+
+
+@jit
+def task_tick_numa(s, p, task, runtime, j, now):
+    """task_tick_numa() at scheduler tick `j` (jiffies), at which the task has run `runtime` ns:
+    once its runtime is past node_stamp + the scan period, the period is recomputed if this is the
+    task's first time (node_stamp still 0: task_scan_start() for the mm's RSS *now*, after
+    scan_delay of runtime, when the footprint is resident), node_stamp moves on by the old period,
+    and if the tick's jiffies have reached the mm's numa_next_scan the scan work is queued; it runs
+    at the return to user (`now`, after the access the tick fell in). Threads other than a
+    process's first start with a staggered node_stamp (init_numa_balancing) and so keep the
+    scan_delay period. Returns the scan's cost."""
+    t = s.task[task]
+    period = kernel_ms_ns(p, t.numa_scan_period)
+    if runtime <= t.numa_scan_stamp + period:
+        return 0.0
+    if t.numa_scan_stamp == 0:
+        t.numa_scan_period = task_scan_start_ms(s, p, t.mm)
+    t.numa_scan_stamp += period
+    if j < s.mm[t.mm].numa_next_scan:
+        return 0.0
+    return task_numa_work_tick(s, p, task, now)
+
+
+@jit_inline
+def next_numa_tick(s, p, task, start, clock):
+    """The virtual time of the first scheduler tick after `clock` at which task_tick_numa would act
+    for the task: its runtime (runtime at `start`, the quantum's start, plus the clock since) past
+    node_stamp + the scan period. Ticks are the jiffies grid of the kernel's clock."""
+    t = s.task[task]
+    x = start + t.numa_scan_stamp + kernel_ms_ns(p, t.numa_scan_period) - t.runtime
+    return jiffy_start(p, jiffies_at(p, max(x, clock)) + 1)
 
 
 @jit_inline

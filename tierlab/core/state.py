@@ -216,7 +216,7 @@ TASK_DTYPE = np.dtype([
     ("call_start", np.int64),        # 1 when the task's next access starts a new system call
     ("promo_count", np.int64),       # pages on the promotion list (current->promo_count)
     ("numa_scan_stamp", np.int64),   # curr->node_stamp: runtime ns the scan period counts from
-    ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); scan_delay until the first tick
+    ("numa_scan_period", np.int64),  # ms of the kernel's clock (p->numa_scan_period); scan_delay until the first tick
     ("nr_marks", np.int64),
     ("vruntime", np.int64),          # se.vruntime, ns (sched.py)
     ("on_rq", np.int64),             # 1 while enqueued on its CPU's runqueue
@@ -248,7 +248,7 @@ TASK_DTYPE = np.dtype([
 ], align=True)
 
 MM_DTYPE = np.dtype([
-    ("numa_next_scan", np.int64),    # mm->numa_next_scan, ns
+    ("numa_next_scan", np.int64),    # mm->numa_next_scan, jiffies (numa_balancing.jiffies_at)
     ("numa_scan_offset", np.int64),  # mm->numa_scan_offset, a page id
     ("numa_scan_seq", np.int64),     # mm->numa_scan_seq: completed passes over the address space
     ("numa_hint_faults", np.int64),  # hint faults taken in this mm (for the hint-fault-count RFC)
@@ -349,9 +349,9 @@ def page_state_bytes(nr_pages: int) -> int:
 
 def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_order, managed, wmark,
              tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, kswapd_cpu, nr_marks,
-             nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ns, seed,
+             nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ms, seed,
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
-             task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_policy=None,
+             task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_next_scan=None, mm_policy=None,
              region_advice=None, devices=(), task_iodepth=None, dev_bin_ns=1 << 16) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
@@ -363,8 +363,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     (those that run tasks, then those only a kswapd runs on: sched.place_kswapds); task_cpu /
     task_mm / task_start / task_node_stamp: per task its CPU, mm, start time (ns) and initial
     node_stamp (init_numa_balancing's stagger of a process's later threads); kswapd_cpu: the CPU
-    of each node's kswapd; mm_start / mm_policy: per mm its start time and task policy (mode,
-    flags, nodemask). Without the optional arguments: one mm that maps every region, all tasks in
+    of each node's kswapd; mm_start / mm_next_scan / mm_policy: per mm its start time, its first
+    numa_next_scan (jiffies: numa_balancing.mm_first_scan_jiffies) and task policy (mode, flags,
+    nodemask); scan_delay_ms: every task's first numa_scan_period. Without the optional arguments: one mm that maps every region, all tasks in
     it from time 0 (the old layout).
     task_iodepth: each task's I/O engine (0 synchronous); region_advice: per region FADV_*;
     devices: per block device a dict of BLKDEV_DTYPE's figures, with capacity calendars of
@@ -425,7 +426,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     task["mm"] = 0 if task_mm is None else task_mm
     task["start"] = 0 if task_start is None else task_start
     task["numa_scan_stamp"] = 0 if task_node_stamp is None else task_node_stamp
-    task["numa_scan_period"] = scan_delay_ns     # init_numa_balancing: p->numa_scan_period = scan_delay
+    task["numa_scan_period"] = scan_delay_ms     # init_numa_balancing: p->numa_scan_period = scan_delay
     cpu["first_task"], task["next_on_cpu"] = cpu_task_lists(task_cpu, C)
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
@@ -440,7 +441,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     M = 1 if mm_start is None else len(mm_start)
     mm = np.zeros(M, MM_DTYPE)
     # init_numa_balancing() for an mm's first task: the first scan no earlier than scan_delay after it
-    mm["numa_next_scan"] = (0 if mm_start is None else np.asarray(mm_start, np.int64)) + scan_delay_ns
+    from .numa_balancing import MSEC_PER_JIFFY
+    first_scan = -(-scan_delay_ms // MSEC_PER_JIFFY)            # msecs_to_jiffies(scan_delay) after time 0
+    mm["numa_next_scan"] = first_scan if mm_next_scan is None else np.asarray(mm_next_scan, np.int64)
     mm["users"] = np.bincount(task["mm"], minlength=M)[:M]
     mm["policy_flags"] = MPOL_F_MOF | MPOL_F_MORON      # default_policy: local, MOF | MORON
     for i, pol in enumerate(mm_policy or ()):
