@@ -424,8 +424,14 @@ def check_control_ops(ch, regions, state) -> None:
     mmap/brk length within the slot and a multiple of its folio size, an exit as the task's last
     op in the chunk. (Whether a slot is mapped by the right process at that moment is the
     engine's to check: a wrong one stops the run with a SIGSEGV message.)"""
-    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CTRL
-    idx = np.flatnonzero(ch.ops & OP_CTRL)
+    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL
+    # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
+    cpu = ch.ops == OP_CPU
+    if cpu.any() and (ch.pages[cpu] < 0).any():
+        i = int(np.flatnonzero(cpu & (ch.pages < 0))[0])
+        t = int(np.searchsorted(ch.offsets, i, side="right")) - 1
+        raise ConfigError(f"task {t} op {i - int(ch.offsets[t])}: CPU work of {int(ch.pages[i])} ns; accepted: >= 0 ns")
+    idx = np.flatnonzero(((ch.ops & OP_CTRL) != 0) & ~cpu)
     if idx.size == 0:
         return
     kinds = set(CTRL_NAMES.values())

@@ -7,7 +7,10 @@
   counts as a major fault). The folio itself comes from page_alloc.folio_alloc_add().
 - pte_access(): the present-PTE part of a load/store: a first touch of a present folio installs
   the PTE (minor fault), a PROT_NONE PTE takes a NUMA hint fault, the access sets the accessed bit
-  (PG_young here) and a store the dirty bit, and the cache line is charged.
+  (PG_young here) and a store the dirty bit, and the cache line is charged -- or the whole 4 KiB
+  page with ops.OP_PAGE, for a store as for a load: a memcpy() destination page (rep movsb writes
+  whole lines without a read-for-ownership, so it is charged and booked as the 4 KiB streaming
+  copy).
 - do_numa_page(): the hint fault, counting it and asking NUMA balancing (numa_balancing.py
   numa_migrate_check, should_numa_migrate_memory) whether to migrate the folio (migrate.py).
 - do_wp_page(): a store to a present read-only PTE (the write-protect fault).
@@ -219,7 +222,10 @@ def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
     f |= PG_YOUNG
     if kind == OP_STORE:
         pg.flags[hu] = f | PG_DIRTY
-        cost += line_store_ns(s, p, nid, now, fast)
+        if op & OP_PAGE:
+            cost += seq_page_ns(s, p, nid, now, fast)
+        else:
+            cost += line_store_ns(s, p, nid, now, fast)
     else:
         pg.flags[hu] = f
         if op & OP_PAGE:
