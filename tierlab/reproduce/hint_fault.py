@@ -114,9 +114,9 @@ def _patched(machine, scale, visits):
              "decision calls and latency rejections", default_scale=16.0)
 def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = None, visits: int = 192,
               calibrate_scale: float | None = None):
-    """Calibrate k on the default column at `calibrate_scale` (default: the run's scale, at most
-    16: a per-load cost does not depend on the scale, and a full-size calibration would take four
-    full-size runs), then run the default column at `scale` (reused when the scales are equal) and
+    """Calibrate k on the default column at `calibrate_scale` (default: the run's scale, or 16 for a
+    larger run: a per-load cost does not depend on the scale, and a full-size calibration would take
+    four full-size runs), then run the default column at `scale` (reused when the scales are equal) and
     the patched one. With jobs > 1 the patched column runs in a forked worker once k is known."""
     pub = published("hint_fault_microbench.csv")
     target = float(pub[(pub.experiment == f"{E}-default") & (pub.metric == "score_us")].published.iloc[0])
