@@ -67,6 +67,8 @@ from .state import (
 )
 from .vmstat import Vm
 
+HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fault is do_huge_pmd_numa_page()
+
 
 @jit_inline
 def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
@@ -145,13 +147,19 @@ def numa_restore_pte(s, head):
 
 @jit
 def do_numa_page(s, p, head, cpu_nid, now):
-    """A hint fault on a PROT_NONE folio: count it, in tiering mode promote a slow-tier folio the
-    decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new PTE is
-    read-only, see the module docstring), else restore the PTE. No TLB shootdown is charged: the
-    old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
+    """A hint fault on a PROT_NONE folio: count it (pgfault: handle_mm_fault() counts every fault;
+    the mm's hint_faults first thing, as the fault-count RFC does -- a PMD-mapped folio's fault is
+    do_huge_pmd_numa_page(), which the RFC leaves uncounted), in tiering mode promote a slow-tier
+    folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new
+    PTE is read-only, see the module docstring), else restore the PTE. No TLB shootdown is
+    charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     nr = folio_nr_pages(s, head)
+    mm = s.regions.mm[region_of(s, head)]          # vma->vm_mm, the faulting task's mm
+    if nr < HPAGE_PMD_NR:
+        s.mm[mm].hint_faults += 1
+    s.counters[cpu_nid, Vm.PGFAULT] += 1
     cost = p[P.FAULT_NS] + p[P.NUMA_MIGRATE_CHECK_NS]
-    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid))
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid), mm)
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         numa_restore_pte(s, head)
         return cost
