@@ -116,7 +116,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "tiering-mode hotness metric: time (mainline: ms from the scan to the hint fault, hot below "
          "hot_threshold_ms) or fault_count (RFC patch 1: the mm's hint faults in between, hot below "
          "fault_count_threshold; no threshold adjustment)", choices={"time": 0, "fault_count": 1}),
-    Knob("fault_count_threshold", 1_000_000, "hint faults", 0, 2**32 - 1,
+    Knob("fault_count_threshold", 1_000_000, "faults", 0, 2**32 - 1,
          "/sys/kernel/debug/sched/numa_balancing/fault_count_threshold (RFC patch 1)",
          "hint_fault_latency=fault_count: a slow-tier folio is hot when fewer hint faults of its mm "
          "than this came between its scan and its hint fault"),

@@ -33,9 +33,8 @@ The per-load cost these passes imply (~10 ms for 262144 loads from CXL: ~38 ns, 
 (tierlab/reproduce/hint_fault.py).
 
 The score is the access phase's simulated time in us (from the MARK after the initial write to the
-end), as a benchmark times its measured loop; `summary()` reports it, the fill time and the visits
-(chunk index, node of the chunk's first page when the visit began, duration). MARKs: one after the
-fill, one after each visit.
+end), as a benchmark times its measured loop; `summary()` reports it, the fill time and each visit's
+chunk index and duration. MARKs: one after the fill, one after each visit.
 """
 from __future__ import annotations
 
