@@ -133,7 +133,7 @@ def test_hint_fault_without_migration_restores_a_writable_anon_pte():
     assert c1["pgpromote_success"] == c0["pgpromote_success"] and int(sim.state.pages.node[x]) == 1
     # do_numa_page's out_map: can_change_pte_writable() for an exclusive anon folio
     assert pte_state(sim, x) == RW_DIRTY
-    assert c1["pgfault"] == c0["pgfault"]
+    assert c1["pgfault"] == c0["pgfault"] + 1     # handle_mm_fault() counts the hint fault too
 
 
 def test_demotion_keeps_writable_dirty_and_young():

@@ -64,6 +64,10 @@ class Result:
     io_done_s: pd.Series | None = None    # per task: when its last read()/write() call completed
     devices: pd.DataFrame | None = None   # per block device: /proc/diskstats fields
     summary: dict = field(default_factory=dict)   # the workload's own report (Workload.summary: fio's JSON)
+    hint_latency: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # a sample of should_numa_migrate_memory()'s latency tests (core/numa_balancing.hint_latency_log):
+    # time_s (simulated), latency and threshold in `unit` (ms of the kernel's clock, or hint faults of
+    # the mm with hint_fault_latency=fault_count), every `stride`-th test of the run (df.attrs)
 
     def to_dict(self) -> dict:
         return {
@@ -353,14 +357,15 @@ class Simulation:
         res = Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
-                     devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times())
+                     devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times(),
+                     hint_latency=self.hint_latency())
         res.summary = self.workload.summary(res, self.phase_start_ns)
         return res
 
     def processes(self) -> pd.DataFrame:
         """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS
         counters (pages: MM_ANONPAGES, MM_FILEPAGES, MM_SWAPENTS), the NUMA scanner's completed
-        passes (numa_scan_seq) and hint-fault count, and how many CPUs ran its threads (the
+        passes (numa_scan_seq) and hint-fault count (mm->hint_faults of the fault-count RFC), and how many CPUs ran its threads (the
         weight of mm_cpumask)."""
         s = self.state
         procs = self._layout.processes
@@ -370,9 +375,22 @@ class Simulation:
             "name": [p.name for p in procs], "threads": [p.threads for p in procs], "alive": alive[:len(procs)],
             "start_s": s.task["start"][[self._layout.task_mm.index(i) for i in range(len(procs))]] / 1e9,
             "rss_anon": s.mm["rss_anon"], "rss_file": s.mm["rss_file"], "swapents": s.mm["swapents"],
-            "numa_scan_seq": s.mm["numa_scan_seq"], "numa_hint_faults": s.mm["numa_hint_faults"],
+            "numa_scan_seq": s.mm["numa_scan_seq"], "hint_faults": s.mm["hint_faults"],
             "nr_cpus_ran": cpus})
         df.index.name = "mm"
+        return df
+
+    def hint_latency(self) -> pd.DataFrame:
+        """The logged latency tests of should_numa_migrate_memory() (the seed 002 RFC's table of
+        latency and threshold samples): time_s (simulated), latency, threshold, unit ("ms" of the
+        kernel's clock, full-size under --scale, or "faults": the mm's hint faults); every
+        `attrs["stride"]`-th test of the run so far (numa_balancing.hint_latency_log)."""
+        from .core.numa_balancing import HINT_LATENCY_FAULT_COUNT
+        s = self.state
+        log = s.hintlog[:int(s.sys[0]["nr_hintlog"])]
+        df = pd.DataFrame({"time_s": log[:, 0] / 1e9, "latency": log[:, 1], "threshold": log[:, 2],
+                           "unit": np.where(log[:, 3] == HINT_LATENCY_FAULT_COUNT, "faults", "ms")})
+        df.attrs["stride"] = int(s.sys[0]["hintlog_stride"])
         return df
 
     def _locks(self) -> pd.DataFrame:
@@ -424,8 +442,14 @@ def check_control_ops(ch, regions, state) -> None:
     mmap/brk length within the slot and a multiple of its folio size, an exit as the task's last
     op in the chunk. (Whether a slot is mapped by the right process at that moment is the
     engine's to check: a wrong one stops the run with a SIGSEGV message.)"""
-    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CTRL
-    idx = np.flatnonzero(ch.ops & OP_CTRL)
+    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL
+    # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
+    cpu = ch.ops == OP_CPU
+    if cpu.any() and (ch.pages[cpu] < 0).any():
+        i = int(np.flatnonzero(cpu & (ch.pages < 0))[0])
+        t = int(np.searchsorted(ch.offsets, i, side="right")) - 1
+        raise ConfigError(f"task {t} op {i - int(ch.offsets[t])}: CPU work of {int(ch.pages[i])} ns; accepted: >= 0 ns")
+    idx = np.flatnonzero(((ch.ops & OP_CTRL) != 0) & ~cpu)
     if idx.size == 0:
         return
     kinds = set(CTRL_NAMES.values())

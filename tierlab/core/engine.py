@@ -44,8 +44,8 @@ from .memory import fault_in, pte_access
 from .mm import cpumask_set_cpu, do_ctrl
 from .numa_balancing import jiffies_at, next_numa_tick, task_tick_numa
 from .ops import (
-    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
-    OP_READ, OP_STOP, OP_SYSCALL_END,
+    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CPU, OP_CTRL, OP_KIND_MASK,
+    OP_MARK, OP_READ, OP_STOP, OP_SYSCALL_END,
 )
 from .readahead import call_pages_left, page_cache_async_ra, page_present
 from .pagecache_promotion import task_numa_promotion_work
@@ -119,7 +119,8 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     """A run of accesses that `access_present()`'s fast case finishes, in a loop of its own: the
     common case (a re-read of a cached file, loads of resident memory) then runs without the
     general case's code around it, which costs registers and so time even when it is not taken.
-    Stops before a MARK or a control op, before an access the fast case cannot finish, once the
+    Stops before a MARK or a control op other than CPU work (ops.OP_CPU: the clock advances by its
+    ns in place), before an access the fast case cannot finish, once the
     clock reaches the quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
     promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
     access (after_access)."""
@@ -127,7 +128,11 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     while pos < end and clock < limit and clock < scan_at:
         op = ops[np.uint64(pos)]
         if op & OP_STOP:
-            break
+            if op != OP_CPU:
+                break
+            clock += pages[np.uint64(pos)]       # CPU work: what mm.do_ctrl charges in the general case
+            pos += 1
+            continue
         cost, why = access_present(s, p, task, cpu_nid, pages[np.uint64(pos)], op, clock, 0.0, True)
         if why != ACCESS_DONE:
             break

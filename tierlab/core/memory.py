@@ -7,7 +7,10 @@
   counts as a major fault). The folio itself comes from page_alloc.folio_alloc_add().
 - pte_access(): the present-PTE part of a load/store: a first touch of a present folio installs
   the PTE (minor fault), a PROT_NONE PTE takes a NUMA hint fault, the access sets the accessed bit
-  (PG_young here) and a store the dirty bit, and the cache line is charged.
+  (PG_young here) and a store the dirty bit, and the cache line is charged -- or the whole 4 KiB
+  page with ops.OP_PAGE, for a store as for a load: a memcpy() destination page (rep movsb writes
+  whole lines without a read-for-ownership, so it is charged and booked as the 4 KiB streaming
+  copy).
 - do_numa_page(): the hint fault, counting it and asking NUMA balancing (numa_balancing.py
   numa_migrate_check, should_numa_migrate_memory) whether to migrate the folio (migrate.py).
 - do_wp_page(): a store to a present read-only PTE (the write-protect fault).
@@ -63,6 +66,8 @@ from .state import (
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .vmstat import Vm
+
+HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fault is do_huge_pmd_numa_page()
 
 
 @jit_inline
@@ -142,13 +147,19 @@ def numa_restore_pte(s, head):
 
 @jit
 def do_numa_page(s, p, head, cpu_nid, now):
-    """A hint fault on a PROT_NONE folio: count it, in tiering mode promote a slow-tier folio the
-    decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new PTE is
-    read-only, see the module docstring), else restore the PTE. No TLB shootdown is charged: the
-    old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
+    """A hint fault on a PROT_NONE folio: count it (pgfault: handle_mm_fault() counts every fault;
+    the mm's hint_faults first thing, as the fault-count RFC does -- a PMD-mapped folio's fault is
+    do_huge_pmd_numa_page(), which the RFC leaves uncounted), in tiering mode promote a slow-tier
+    folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new
+    PTE is read-only, see the module docstring), else restore the PTE. No TLB shootdown is
+    charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     nr = folio_nr_pages(s, head)
+    mm = s.regions.mm[region_of(s, head)]          # vma->vm_mm, the faulting task's mm
+    if nr < HPAGE_PMD_NR:
+        s.mm[mm].hint_faults += 1
+    s.counters[cpu_nid, Vm.PGFAULT] += 1
     cost = p[P.FAULT_NS] + p[P.NUMA_MIGRATE_CHECK_NS]
-    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid))
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid), mm)
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         numa_restore_pte(s, head)
         return cost
@@ -219,7 +230,10 @@ def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
     f |= PG_YOUNG
     if kind == OP_STORE:
         pg.flags[hu] = f | PG_DIRTY
-        cost += line_store_ns(s, p, nid, now, fast)
+        if op & OP_PAGE:
+            cost += seq_page_ns(s, p, nid, now, fast)
+        else:
+            cost += line_store_ns(s, p, nid, now, fast)
     else:
         pg.flags[hu] = f
         if op & OP_PAGE:

@@ -36,6 +36,9 @@ KNOB_NAMES = (
     "sched_wakeup_granularity_ns",
     "sched_tunable_scaling",          # SCHED_TUNABLESCALING_* (sched.py)
     "read_ahead_kb",
+    "hint_fault_latency",             # enum HintFaultLatency (numa_balancing.py): time or fault_count (RFC)
+    "fault_count_threshold",          # hint faults (RFC patch 1)
+    "scan_restamp_protnone",          # bool (RFC patch 2)
 )
 # from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
 MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")

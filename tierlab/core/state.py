@@ -42,6 +42,9 @@ below.
     marks     int64[T, M] task clock at MARK ops
     counters  int64[N, NR_VMSTAT_ITEMS] vmstat events per node (vmstat.py)
     samples   int64[S, ncols] time-series rows (engine.take_sample)
+    hintlog   int64[HINT_LOG_ROWS, 4] a sample of should_numa_migrate_memory()'s latency tests:
+              (simulated ns, latency, threshold, HINT_LATENCY_* metric), every `hintlog_stride`-th test, the stride doubling
+              whenever the log fills (numa_balancing.hint_latency_log)
 
 List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs
 to know which list a folio is on (the kernel's list_head does the same). Lists: NR_LRU_LISTS per
@@ -121,6 +124,7 @@ NO_PAGE = -2                        # "no previous page" in task.last_page and p
 # run status codes
 STATUS_DONE = 0
 STATUS_SAMPLES_FULL = 1
+HINT_LOG_ROWS = 4096    # rows of the latency-test log (numa_balancing.hint_latency_log), an even number
 STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
 STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_task/segv_page say which)
@@ -251,7 +255,7 @@ MM_DTYPE = np.dtype([
     ("numa_next_scan", np.int64),    # mm->numa_next_scan, jiffies (numa_balancing.jiffies_at)
     ("numa_scan_offset", np.int64),  # mm->numa_scan_offset, a page id
     ("numa_scan_seq", np.int64),     # mm->numa_scan_seq: completed passes over the address space
-    ("numa_hint_faults", np.int64),  # hint faults taken in this mm (for the hint-fault-count RFC)
+    ("hint_faults", np.int64),       # mm->hint_faults of the fault-count RFC: do_numa_page() calls in this mm
     ("users", np.int64),             # mm->mm_users: live tasks; exit_mmap when the last one exits
     ("rss_anon", np.int64),          # MM_ANONPAGES: anon pages mapped (the zero page is not counted)
     ("rss_file", np.int64),          # MM_FILEPAGES: page-cache pages mapped by the mm's PTEs
@@ -291,6 +295,9 @@ SYS_DTYPE = np.dtype([
     ("rng", np.uint64),              # xorshift state
     ("segv_task", np.int64),         # STATUS_SEGV: the task and page of the access no VMA maps
     ("segv_page", np.int64),
+    ("nr_hintlog", np.int64),        # rows filled in `hintlog`
+    ("hintlog_stride", np.int64),    # one latency test in this many is logged
+    ("hintlog_skip", np.int64),      # tests to pass over before the next logged one
 ], align=True)
 
 
@@ -336,6 +343,7 @@ class SimState(NamedTuple):
     marks: np.ndarray
     counters: np.ndarray
     samples: np.ndarray
+    hintlog: np.ndarray
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -451,6 +459,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     sysrec = np.zeros(1, SYS_DTYPE)
     sysrec["next_sample"] = first_sample_ns
     sysrec["segv_task"] = -1
+    sysrec["hintlog_stride"] = 1
     sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
     # record arrays viewed as np.recarray: `s.pgdat[nid].free` then reads and writes the same way in
     # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)
@@ -461,7 +470,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     cpu=rec(cpu), task=rec(task), mm=rec(mm), blkdev=rec(blkdev), devcal=devcal, sys=rec(sysrec),
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
-                    samples=np.zeros((sample_rows, sample_cols), np.int64))
+                    samples=np.zeros((sample_rows, sample_cols), np.int64),
+                    hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64))
 
 
 def copy_state(s: SimState) -> SimState:
