@@ -14,8 +14,7 @@ What is fitted and what is predicted:
 - calibrated: one number, the loads the core keeps in flight, k: every node's random-line latency
   (rand_line_ns) is divided by k, so a load of the benchmark's independent random stream costs
   line / k (with the node's loaded-latency factor). It is fitted so that the default column's
-  score matches (secant on 1/k over runs at `calibrate_scale`). The engine charges whole ns per
-  access, so the score is a staircase in k; the best point tried is kept.
+  score matches (secant on 1/k over runs at `calibrate_scale`); the best point tried is kept.
 - predicted: every other row of both columns, and in the default column also the per-pass time of
   a CXL chunk (the thread's "~10 ms"), the NUMA scanner's passes at the end (its "16") and the range
   of the logged latencies and thresholds (the cover letter's samples). The patched column uses the
@@ -84,8 +83,8 @@ def run_column(machine: Machine, scale: float, patched: bool, visits: int = 192,
 
 def calibrate(machine: Machine, target_us: float, scale: float, visits: int = 192, iters: int = 4):
     """Fit k (loads in flight) so that the default column's score is `target_us`: secant on 1/k
-    (the score is about linear in it), keeping the best point tried (the staircase of whole-ns
-    charges can make a secant step overshoot). Returns (k, the default column at the best k)."""
+    (the score is about linear in it), keeping the best point tried (interleaving with kswapd
+    and the scanner makes the score a little rough in k, so a secant step can overshoot). Returns (k, the default column at the best k)."""
     def f(k):
         col = run_column(with_loads_in_flight(machine, k), scale, False, visits)
         return col["score_us"] - target_us, col
