@@ -111,6 +111,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "min(CPUs, 8) (linear)", choices={"none": 0, "log": 1, "linear": 2}),
     Knob("read_ahead_kb", 128, "KiB", 0, 2**20, "/sys/block/<dev>/queue/read_ahead_kb",
          "maximum readahead window of the device files live on (VM_READAHEAD_PAGES = 128 KiB; 0 = off)"),
+    Knob("init_on_alloc", 0, "bool", 0, 1, "kernel command line init_on_alloc=",
+         "1: every page is zeroed when allocated (CONFIG_INIT_ON_ALLOC_DEFAULT_ON, on in Ubuntu and Fedora "
+         "kernels): a page-cache folio is cleared before the device fills it (clear_page_erms)"),
 )}
 
 

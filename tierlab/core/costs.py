@@ -67,7 +67,29 @@ COSTS = {
                    "xas_store, nrpages and NR_FILE_PAGES; __remove_mapping: the shadow-entry store and the "
                    "same counters): an xarray walk of 2-3 nodes and a few counter updates. Assumed; part "
                    "of pagecache_insert_ns and reclaim_free_ns."),
+    "pagecache_lookup_ns": (0.0, "ns", "the page-cache lookup of one page of a read() (filemap_get_read_batch -> "
+                            "xas_load: an xarray walk of 3-5 levels, cache-cold in a large file's tree), and the "
+                            "failed lookup before a miss's readahead. 0 by default: folded into the calibrated "
+                            "per-page copy cost seq_ns; seed 003's reproduction sets it (SEED003_COSTS)."),
+    "activate_ns": (0.0, "ns", "folio_activate() besides the lock: queueing the folio in the per-CPU lru_activate "
+                    "batch and, at the drain, lruvec_del_folio/lruvec_add_folio and the statistics "
+                    "(__activate_page / folio_activate_fn). 0 by default: folded into seq_ns as fma_ns is; "
+                    "seed 003's reproduction sets it."),
+    "page_alloc_ns": (0.0, "ns", "get_page_from_freelist() for one new page-cache folio: the per-CPU list, "
+                      "refilled from the buddy lists under zone->lock. 0 by default: folded into "
+                      "pagecache_insert_ns and fault_ns; seed 003's reproduction sets it."),
+    "bio_ns": (0.0, "ns", "the CPU work of one read request besides readahead's own: bio allocation, "
+               "submit_bio -> blk-mq -> the NVMe driver's doorbell, the completion interrupt and "
+               "bio_endio/folio unlock. 0 by default (not charged before seed 003's reproduction set it)."),
     "util_window_ns": (262144.0, "ns", "span of simulated time before an access over which its node's delivered "
                        "bandwidth is averaged for the loaded-latency curve (cost.py); a model setting, "
                        "16384 .. 4194304 ns."),
 }
+
+
+# Seed 003 (Yu Zhao, "Re: [PATCH v2 00/16] Multigenerational LRU Framework", lkml 2021-04-14,
+# CAOUHufa5id9mmjud-UQd4agLCtmDypdNDStkxgoQxsUoh8Qcsg@mail.gmail.com: Jens Axboe's fio/io_uring random 4 KiB
+# buffered reads, 200 GB memory, 400 GB file). CALIBRATED to the mainline (classic LRU) column only:
+# filled in by tierlab/reproduce/mglru_fio.py's fit, which says how each number follows from the
+# seed's mainline profile and its before-fill throughput (2.1 GB/s). Every MGLRU figure is predicted.
+SEED003_COSTS: dict[str, float] = {}

@@ -22,6 +22,7 @@ from ._jit import jit, jit_inline
 
 from .locks import lru_lock
 from .params import P
+from .profile import K, charge
 from .state import (
     F2_ANON, F2_BATCHED, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, PG_ACTIVE, PG_LRU, PG_REFERENCED, PG_WORKINGSET,
@@ -101,8 +102,8 @@ def folio_add_lru(s, p, cpu, head, now):
 @jit_inline
 def folio_activate(s, p, head, now):
     """Move an inactive folio on the LRU to the active list (pgactivate) under its node's lru_lock.
-    Returns the lock wait."""
-    wait = lru_lock(s, p, s.pages.node[head], now, 1)
+    Returns the lock wait and the activation's own cost (activate_ns: __activate_page)."""
+    wait = lru_lock(s, p, s.pages.node[head], now, 1) + charge(s, K.ACTIVATE_PAGE, p[P.ACTIVATE_NS])
     lruvec_del_folio(s, head)
     s.pages.flags[head] |= PG_ACTIVE
     lruvec_add_folio(s, head)
@@ -118,8 +119,8 @@ def workingset_age_nonresident(s, nid, nr):
 @jit_inline
 def folio_mark_accessed(s, p, head, now):
     """mm/swap.c folio_mark_accessed(), classic LRU. Returns (True when the folio was already
-    referenced and active: the branch where the page-cache promotion RFC hooks in, the lru_lock
-    wait of an activation)."""
+    referenced and active: the branch where the page-cache promotion RFC hooks in, the cost of an
+    activation: its lru_lock wait and activate_ns)."""
     f = s.pages.flags[head]
     if not (f & PG_REFERENCED):
         s.pages.flags[head] = f | PG_REFERENCED

@@ -42,6 +42,8 @@ below.
     marks     int64[T, M] task clock at MARK ops
     counters  int64[N, NR_VMSTAT_ITEMS] vmstat events per node (vmstat.py)
     samples   int64[S, ncols] time-series rows (engine.take_sample)
+    prof      float64[T + N, NR_KSYMS] simulated time per entity (tasks, then kswapds) and kernel
+              function (profile.py)
 
 List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs
 to know which list a folio is on (the kernel's list_head does the same). Lists: NR_LRU_LISTS per
@@ -54,6 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
+from .profile import NR_KSYMS
 from .resource import calendar_array
 from .sched import KSWAPD_VRUNTIME_BOOT, cpu_task_lists
 
@@ -290,6 +293,7 @@ SYS_DTYPE = np.dtype([
     ("rng", np.uint64),              # xorshift state
     ("segv_task", np.int64),         # STATUS_SEGV: the task and page of the access no VMA maps
     ("segv_page", np.int64),
+    ("current", np.int64),           # the entity running (task t, node n's kswapd T + n): profile.charge
 ], align=True)
 
 
@@ -335,6 +339,7 @@ class SimState(NamedTuple):
     marks: np.ndarray
     counters: np.ndarray
     samples: np.ndarray
+    prof: np.ndarray      # float64[T + N, NR_KSYMS]: ns per entity and kernel function (profile.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -457,7 +462,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     cpu=rec(cpu), task=rec(task), mm=rec(mm), blkdev=rec(blkdev), devcal=devcal, sys=rec(sysrec),
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
-                    samples=np.zeros((sample_rows, sample_cols), np.int64))
+                    samples=np.zeros((sample_rows, sample_cols), np.int64),
+                    prof=np.zeros((T + N, NR_KSYMS), np.float64))
 
 
 def copy_state(s: SimState) -> SimState:
