@@ -191,12 +191,14 @@ def workingset_refault(s, p, head, new_nid, evict_nid):
 
 
 @jit_inline
-def inactive_is_low(s, nid, file):
-    """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB)."""
+def inactive_is_low(s, p, nid, file):
+    """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB). The GiB
+    are the full-size machine's: the list sizes times --scale (docs/scaling.md), so a scaled run
+    keeps the full-size inactive:active target (31:1 at 100 GiB) instead of 1:1 below 1 GiB."""
     base = 2 if file else 0
     inactive = s.lruvec[nid].lru_size[base]
     active = s.lruvec[nid].lru_size[base + 1]
-    gb = (inactive + active) >> 18
+    gb = np.int64((inactive + active) * p[P.SCALE]) >> 18
     ratio = np.int64(np.sqrt(10.0 * gb)) if gb > 0 else np.int64(1)
     return inactive * ratio < active
 

@@ -262,8 +262,8 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
     # may_deactivate: inactive list low, or refault activations since the last pass
     act_anon = s.counters[nid, Vm.WORKINGSET_ACTIVATE_ANON]
     act_file = s.counters[nid, Vm.WORKINGSET_ACTIVATE_FILE]
-    deact_file = inactive_is_low(s, nid, True) or act_file != s.lruvec[nid].refaults[1]
-    deact_anon = anon_ok and (inactive_is_low(s, nid, False) or act_anon != s.lruvec[nid].refaults[0])
+    deact_file = inactive_is_low(s, p, nid, True) or act_file != s.lruvec[nid].refaults[1]
+    deact_anon = anon_ok and (inactive_is_low(s, p, nid, False) or act_anon != s.lruvec[nid].refaults[0])
     s.lruvec[nid].refaults[0] = act_anon
     s.lruvec[nid].refaults[1] = act_file
     if deact_file:
@@ -304,7 +304,7 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
             break
         scan_file = not scan_file
 
-    if anon_ok and (deact_anon or inactive_is_low(s, nid, False)):
+    if anon_ok and (deact_anon or inactive_is_low(s, p, nid, False)):
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX, now + np.int64(cost))
     elif scanned == 0 and s.lruvec[nid].lru_size[LRU_ACTIVE_FILE] > 0:
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX, now + np.int64(cost))
