@@ -26,6 +26,7 @@ from .core.mmzone import setup_watermarks
 from .core.numa_balancing import mm_first_scan_jiffies, reset_promotion_state, thread_node_stamps
 from .core.params import KNOB_NAMES, NR_PARAMS, P
 from .core.sched import place_kswapds
+from .core.profile import KSYMS, NOT_CPU
 from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
@@ -47,7 +48,8 @@ class Result:
     process (mm) its state at the end (`processes`), per lock (core/locks.py: each node's lru_lock,
     each file's i_pages xa_lock) its acquisitions, hold and wait time (`locks`), and the CPU time of
     every task and kswapd (`tasks`, like top: name, kind, process, cpu, node of the CPU, runtime_s,
-    cpu_share = runtime over the run's elapsed virtual time)."""
+    cpu_share = runtime over the run's elapsed virtual time), and that time by kernel function
+    (`profile`, core/profile.py: like `perf report --sort comm,sym`)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -59,6 +61,7 @@ class Result:
     processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
     locks: pd.DataFrame = field(default_factory=pd.DataFrame)
     tasks: pd.DataFrame = field(default_factory=pd.DataFrame)   # CPU time per task and kswapd
+    profile: pd.DataFrame = field(default_factory=pd.DataFrame)  # simulated time per entity and kernel function
     clat_hist: np.ndarray | None = None   # int64[task, read/write, bucket]: read()/write() completion
                                           # latencies in fio's buckets (core/fileio.py)
     io_done_s: pd.Series | None = None    # per task: when its last read()/write() call completed
@@ -358,7 +361,7 @@ class Simulation:
                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
                      devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times(),
-                     hint_latency=self.hint_latency())
+                     hint_latency=self.hint_latency(), profile=self.profile())
         res.summary = self.workload.summary(res, self.phase_start_ns)
         return res
 
@@ -408,6 +411,29 @@ class Simulation:
             "wait_ns": [float(c[i].wait_ns) for *_, i in rows],
             "contended": [int(c[i].nr_waits) for *_, i in rows],
             "beyond": [int(c[i].nr_beyond) for *_, i in rows]})
+
+    def profile(self) -> pd.DataFrame:
+        """Simulated time by entity and kernel function (core/profile.py), one row per pair with time:
+        entity (task<i>, kswapd<nid>), function (its kernel name; `other` is the entity's runtime
+        that no function claims: user-space work, mechanisms not broken down), ns, and cpu_pct, the
+        share of the entity's CPU time (its runtime less io_wait, which is waiting, not work) in
+        percent -- what perf's per-comm percentages show."""
+        s = self.state
+        T = s.task.shape[0]
+        names = [f"task{t}" for t in range(T)] + [f"kswapd{n}" for n in range(s.pgdat.shape[0])]
+        runtime = np.concatenate([s.task["runtime"], s.pgdat["kswapd_runtime"]]).astype(np.float64)
+        rows = []
+        for e, name in enumerate(names):
+            prof = s.prof[e]
+            cpu = runtime[e] - sum(prof[KSYMS.index(k)] for k in NOT_CPU)
+            for i, fn in enumerate(KSYMS):
+                if prof[i] != 0:
+                    rows.append((name, fn, float(prof[i]), 100.0 * prof[i] / cpu if fn not in NOT_CPU and cpu > 0
+                                 else float("nan")))
+            other = runtime[e] - prof.sum()
+            if runtime[e] > 0:
+                rows.append((name, "other", float(other), 100.0 * other / cpu if cpu > 0 else float("nan")))
+        return pd.DataFrame(rows, columns=["entity", "function", "ns", "cpu_pct"])
 
     def cpu_times(self) -> pd.DataFrame:
         """CPU time per task and per kswapd, like top's TIME+ and %CPU: name (task<i>, kswapd<nid>),

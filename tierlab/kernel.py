@@ -124,6 +124,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "RFC patch 2 (Bharata B Rao, 'mm: Update hint fault count for pages that are skipped during scanning', 2024)",
          "the NUMA scanner stamps slow-tier folios whose PTE is already PROT_NONE (and leaves the PTE "
          "alone) instead of skipping them; either latency metric"),
+    Knob("init_on_alloc", 0, "bool", 0, 1, "kernel command line init_on_alloc=",
+         "1: every page is zeroed when allocated (CONFIG_INIT_ON_ALLOC_DEFAULT_ON, on in Ubuntu and Fedora "
+         "kernels): a page-cache folio is cleared before the device fills it (clear_page_erms)"),
 )}
 
 

@@ -274,6 +274,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             nid = t - ntasks
             if s.pgdat[nid].kswapd_clock < clock:
                 s.pgdat[nid].kswapd_clock = clock
+            s.sys[0].current = t
             kswapd_step(s, p, nid, scratch)
             end_t = max(s.pgdat[nid].kswapd_clock, clock)
             sched_account(s, t, end_t - clock)
@@ -286,6 +287,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             sched_dequeue_task(s, t)
             continue
         cpumask_set_cpu(s, s.task[t].mm, c)
+        s.sys[0].current = t
         start = clock
         limit = second_t if second_t < INF else s.sys[0].next_sample
         limit = max(limit, start) + quantum

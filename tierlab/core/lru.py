@@ -22,6 +22,7 @@ from ._jit import jit, jit_inline
 
 from .locks import lru_lock
 from .params import P
+from .profile import K, charge
 from .state import (
     F2_ANON, F2_BATCHED, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, PG_ACTIVE, PG_LRU, PG_REFERENCED, PG_WORKINGSET,
@@ -101,8 +102,8 @@ def folio_add_lru(s, p, cpu, head, now):
 @jit_inline
 def folio_activate(s, p, head, now):
     """Move an inactive folio on the LRU to the active list (pgactivate) under its node's lru_lock.
-    Returns the lock wait."""
-    wait = lru_lock(s, p, s.pages.node[head], now, 1)
+    Returns the lock wait and the activation's own cost (activate_ns: __activate_page)."""
+    wait = lru_lock(s, p, s.pages.node[head], now, 1) + charge(s, K.ACTIVATE_PAGE, p[P.ACTIVATE_NS])
     lruvec_del_folio(s, head)
     s.pages.flags[head] |= PG_ACTIVE
     lruvec_add_folio(s, head)
@@ -118,8 +119,8 @@ def workingset_age_nonresident(s, nid, nr):
 @jit_inline
 def folio_mark_accessed(s, p, head, now):
     """mm/swap.c folio_mark_accessed(), classic LRU. Returns (True when the folio was already
-    referenced and active: the branch where the page-cache promotion RFC hooks in, the lru_lock
-    wait of an activation)."""
+    referenced and active: the branch where the page-cache promotion RFC hooks in, the cost of an
+    activation: its lru_lock wait and activate_ns)."""
     f = s.pages.flags[head]
     if not (f & PG_REFERENCED):
         s.pages.flags[head] = f | PG_REFERENCED
@@ -190,12 +191,14 @@ def workingset_refault(s, p, head, new_nid, evict_nid):
 
 
 @jit_inline
-def inactive_is_low(s, nid, file):
-    """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB)."""
+def inactive_is_low(s, p, nid, file):
+    """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB). The GiB
+    are the full-size machine's: the list sizes times --scale (docs/scaling.md), so a scaled run
+    keeps the full-size inactive:active target (31:1 at 100 GiB) instead of 1:1 below 1 GiB."""
     base = 2 if file else 0
     inactive = s.lruvec[nid].lru_size[base]
     active = s.lruvec[nid].lru_size[base + 1]
-    gb = (inactive + active) >> 18
+    gb = np.int64((inactive + active) * p[P.SCALE]) >> 18
     ratio = np.int64(np.sqrt(10.0 * gb)) if gb > 0 else np.int64(1)
     return inactive * ratio < active
 

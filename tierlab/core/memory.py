@@ -61,6 +61,7 @@ from .ops import (
 )
 from .page_alloc import filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
+from .profile import K, charge
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_DIRTY,
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
@@ -102,15 +103,15 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     t = clock + np.int64(cost)      # the fault's own work starts: its locks are taken within it
     if anon:
         s.counters[cpu_nid, Vm.PGFAULT] += 1
-        cost += p[P.FAULT_NS]
+        cost += charge(s, K.HANDLE_MM_FAULT, p[P.FAULT_NS])
         s.mm[mm].rss_anon += nr
         if nr_swapped > 0:
             s.sys[0].nr_swap_used -= nr_swapped
             s.mm[mm].swapents -= nr_swapped
             s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
             s.counters[nid, Vm.PSWPIN] += nr_swapped
-            cost += p[P.SWAP_IN_4K_NS] * nr_swapped
-        cost += p[P.ZERO_PAGE_NS] * (nr - nr_swapped)
+            cost += charge(s, K.IO_WAIT, p[P.SWAP_IN_4K_NS] * nr_swapped)
+        cost += charge(s, K.CLEAR_PAGE_ERMS, p[P.ZERO_PAGE_NS] * (nr - nr_swapped))
         # writable on a write fault (a new folio, a copy of the zero page, an exclusive swap-in)
         pg.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
         cost += folio_add_lru(s, p, cpu, head, t)

@@ -39,6 +39,7 @@ KNOB_NAMES = (
     "hint_fault_latency",             # enum HintFaultLatency (numa_balancing.py): time or fault_count (RFC)
     "fault_count_threshold",          # hint faults (RFC patch 1)
     "scan_restamp_protnone",          # bool (RFC patch 2)
+    "init_on_alloc",
 )
 # from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
 MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")

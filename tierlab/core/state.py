@@ -45,6 +45,8 @@ below.
     hintlog   int64[HINT_LOG_ROWS, 4] a sample of should_numa_migrate_memory()'s latency tests:
               (simulated ns, latency, threshold, HINT_LATENCY_* metric), every `hintlog_stride`-th test, the stride doubling
               whenever the log fills (numa_balancing.hint_latency_log)
+    prof      float64[T + N, NR_KSYMS] simulated time per entity (tasks, then kswapds) and kernel
+              function (profile.py)
 
 List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs
 to know which list a folio is on (the kernel's list_head does the same). Lists: NR_LRU_LISTS per
@@ -57,6 +59,7 @@ from typing import NamedTuple
 
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
+from .profile import NR_KSYMS
 from .resource import calendar_array
 from .sched import KSWAPD_VRUNTIME_BOOT, cpu_task_lists
 
@@ -298,6 +301,7 @@ SYS_DTYPE = np.dtype([
     ("nr_hintlog", np.int64),        # rows filled in `hintlog`
     ("hintlog_stride", np.int64),    # one latency test in this many is logged
     ("hintlog_skip", np.int64),      # tests to pass over before the next logged one
+    ("current", np.int64),           # the entity running (task t, node n's kswapd T + n): profile.charge
 ], align=True)
 
 
@@ -344,6 +348,7 @@ class SimState(NamedTuple):
     counters: np.ndarray
     samples: np.ndarray
     hintlog: np.ndarray
+    prof: np.ndarray      # float64[T + N, NR_KSYMS]: ns per entity and kernel function (profile.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -471,7 +476,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
                     samples=np.zeros((sample_rows, sample_cols), np.int64),
-                    hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64))
+                    hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64),
+                    prof=np.zeros((T + N, NR_KSYMS), np.float64))
 
 
 def copy_state(s: SimState) -> SimState:

@@ -75,7 +75,7 @@ def list_reproductions() -> list[Reproduction]:
 
 
 def _load_all() -> None:
-    from . import hint_fault, hint_fault_memtier, pagecache_promotion  # noqa: F401  (register themselves)
+    from . import hint_fault, hint_fault_memtier, mglru_fio, pagecache_promotion  # noqa: F401  (register themselves)
 
 
 # ---------------------------------------------------------------------------------------------
