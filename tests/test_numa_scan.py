@@ -7,13 +7,14 @@
 - the pass ends when a budget is gone (the cursor stays there) or past the last VMA (the cursor
   resets to the start: reset_ptenuma_scan);
 - in tiering-only mode (numa_balancing=2) top-tier folios are never made PROT_NONE; lower-tier
-  folios get their access time stamped; read()-only page cache has no VMA.
+  folios get their access time stamped; read()-only page cache has no VMA, and a read-only file
+  mapping (VM_READ without VM_WRITE) is skipped.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from simkit import DRAM, CXL, STORE, READ, counters, machine, make_sim, run, seq
+from simkit import CXL, DRAM, LOAD, READ, STORE, counters, machine, make_sim, run, seq
 from tierlab.core import state as st
 from tierlab.core.numa_balancing import task_numa_work
 from tierlab.core.params import P
@@ -94,3 +95,26 @@ def test_page_cache_without_a_vma_is_never_scanned():
     for k in range(6):
         _pass(sim, 1000 + k)
     assert not (sim.state.pages.flags[:FILE] & st.PG_PROTNONE).any()
+
+
+def test_a_read_only_file_mapping_is_skipped():
+    """task_numa_work skips a VMA of a file mapped without PROT_WRITE (vm_file set, VM_READ without
+    VM_WRITE: shared libraries, fio's mmap reads); a writable mapping of the same kind is scanned.
+    Both files were read through their mappings and sit on the CXL node (bound there); NORMAL mode
+    marks every present PTE, so the first pass walks the writable file's 512 pages, marks them all,
+    and walks nothing of the read-only one."""
+    m = machine((64, 1, DRAM), (4096, 0, CXL))
+    sim = make_sim(m, [Region("ro", "file", 512, "bind|numa_balancing", (1,), mapped=True, prot="r"),
+                       Region("rw", "file", 512, "bind|numa_balancing", (1,), mapped=True)],
+                   lru_batch_size=1, numa_balancing=0, scan_size_mb=1)
+    run(sim, seq(range(1024), LOAD))
+    s = sim.state
+    assert (s.pages.node[:1024] == 1).all()
+    sim.set_knobs(numa_balancing=1)
+    pte_ns, upd_ns = sim.p[P.NUMA_SCAN_PTE_NS], sim.p[P.NUMA_SCAN_UPDATE_NS]
+    n, cost = _pass(sim, 1000)
+    assert n == 512 and cost == 512 * (pte_ns + upd_ns)
+    assert (s.pages.flags[512:1024] & st.PG_PROTNONE).all()
+    for k in range(3):
+        _pass(sim, 2000 + k)
+    assert not (s.pages.flags[:512] & st.PG_PROTNONE).any()

@@ -176,6 +176,17 @@ def test_guest_programs(tmp_path):
         guest_program(make_workload("trace", {"path": str(tmp_path / "t.csv")}))
 
 
+def test_random_read_mmap_mode_reaches_the_region_and_the_guest():
+    """random-read's mmap=shared-ro maps the file read-only in the model (Region.prot r: the NUMA
+    scanner skips it) and in the guest program (PROT_READ, MAP_SHARED); private-rw is the default."""
+    for mode, prot in (("private-rw", "rw"), ("shared-ro", "r")):
+        w = make_workload("random-read", {"file_size": "64MiB", "io": "mmap", "mmap": mode})
+        assert [r.prot for r in w.regions()] == [prot]
+        assert f"mmap={mode}" in guest_program(w)[1]
+    with pytest.raises(ConfigError, match="mmap"):
+        make_workload("random-read", {"mmap": "shared-rw"})
+
+
 def test_program_sources_compile():
     gcc = shutil.which("gcc")
     if gcc is None:

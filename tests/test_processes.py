@@ -135,6 +135,19 @@ def test_access_past_the_brk_end_is_a_segv():
         sim.run(chunks=[chunk([ctl("mmap", 0, 8), (9, STORE)])])
 
 
+def test_a_store_to_a_read_only_mapping_is_a_segv():
+    """access_error(): a write fault on a VMA without VM_WRITE is a SIGSEGV, whether the page is
+    not yet mapped or mapped read-only by an earlier load; loads are fine."""
+    m = machine((256, 2, DRAM))
+    for page in (12, 3):                         # not cached yet; mapped read-only by a load
+        sim = make(m, [Region("f", "file", 16, mapped=True, prot="r")], [Process("p", vmas=("f",))])
+        sim.run(chunks=[chunk([(i, LOAD) for i in range(8)])])
+        with pytest.raises(ConfigError, match="SIGSEGV"):
+            sim.run(chunks=[chunk([(page, STORE)])])
+    with pytest.raises(ConfigError, match="prot"):
+        Region("f", "file", 16, mapped=True, prot="w")
+
+
 def test_reclaim_and_swap_keep_the_rss_counters():
     m = machine((64, 2, DRAM))
     sim = make(m, [Region("a", "anon", 96), Region("f", "file", 32, mapped=True)],

@@ -153,6 +153,7 @@ class Simulation:
             region_mm=lay.region_mm, region_mapped=lay.region_mapped, region_pol_flags=lay.region_pol_flags,
             region_vma_policy=lay.region_vma_policy,
             region_advice=[st.FADV_CODES[r.advice] for r in self._regions],
+            region_vm_flags=[st.VM_FLAGS_OF_PROT[r.prot] for r in self._regions],
             devices=[d.engine_figures() for d in m.devices],
             task_iodepth=w.task_iodepth(),
             managed=managed,

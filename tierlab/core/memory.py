@@ -18,7 +18,8 @@
 PTE state, per folio (its head; a folio is mapped once, by the mm of its region): present (F2_MAPPED with
 F2_PRESENT; F2_MAPPED alone is the shared zero page), writable (F2_PTE_WRITE), dirty (PG_DIRTY),
 young (PG_YOUNG), PROT_NONE (PG_PROTNONE). As v6.7 sets them (mm/memory.c, mm/mprotect.c,
-mm/migrate.c); anon VMAs are private and writable, mmap'd files shared and writable:
+mm/migrate.c); anon VMAs are private and writable, mmap'd files shared and writable, unless the
+region is read-only (`Region.prot` = r: no VM_WRITE, and a store is a SIGSEGV, access_error()):
 - do_anonymous_page(): a read fault maps the zero page read-only and clean; a write fault maps a
   new folio writable and dirty. A store to the zero page is a write-protect fault that copies it
   (wp_page_copy: a new zeroed folio, writable and dirty; one more pgfault).
@@ -81,7 +82,7 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     anon = s.regions.kind[r] == REGION_ANON
     kind = op & OP_KIND_MASK
     cpu_nid = s.cpu[cpu].node
-    if not vma_covers(s, task, r, page, kind <= OP_STORE):
+    if not vma_covers(s, task, r, page, kind <= OP_STORE, kind == OP_STORE):
         force_sig_segv(s, task, page)
         return 0.0, False
     mm = s.regions.mm[r]
@@ -214,13 +215,18 @@ def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
         # a PROT_NONE PTE is always mapped, so this never runs before a hint fault
         if fast:
             return cost, ACCESS_NOT_MAPPED
-        if not map_file_folio(s, task, head, nr):
+        if not map_file_folio(s, task, head, nr, kind == OP_STORE):
             return cost, ACCESS_SEGV
         pg.flags2[hu] = f2 | F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += p[P.FAULT_NS]
-    elif kind == OP_STORE and not (f2 & F2_PTE_WRITE) and fast:
-        return cost, ACCESS_WP_FAULT
+    elif kind == OP_STORE and not (f2 & F2_PTE_WRITE):
+        if fast:
+            return cost, ACCESS_WP_FAULT
+        if not vma_covers(s, task, region_of(s, head), head, True, True):
+            # access_error(): a write fault on a VMA without VM_WRITE (before any hint fault)
+            force_sig_segv(s, task, head)
+            return cost, ACCESS_SEGV
     nid = np.uint64(pg.node[hu])
     if f & PG_PROTNONE:
         cost += do_numa_page(s, p, head, cpu_nid, now)

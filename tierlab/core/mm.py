@@ -44,7 +44,7 @@ from .params import P
 from .sched import sched_exit_task
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
-    PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, region_of,
+    PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VM_WRITE, region_of,
 )
 
 # mm/mmu_gather.c: the first batch is the MMU_GATHER_BUNDLE (8) pages embedded in struct mmu_gather;
@@ -100,11 +100,12 @@ def force_sig_segv(s, task, page):
 
 
 @jit
-def map_file_folio(s, task, head, nr):
-    """A load/store reached a page-cache folio the task's mm does not map yet (filemap_map_pages:
-    a minor fault installs its PTEs). Returns False, with the SIGSEGV recorded in `sys`, when no
-    VMA of the task's mm covers the page; else counts the folio in MM_FILEPAGES."""
-    if not vma_covers(s, task, region_of(s, head), head, True):
+def map_file_folio(s, task, head, nr, write):
+    """A load/store (`write`) reached a page-cache folio the task's mm does not map yet
+    (filemap_map_pages: a minor fault installs its PTEs). Returns False, with the SIGSEGV recorded
+    in `sys`, when no VMA of the task's mm covers the page or a store meets a read-only VMA; else
+    counts the folio in MM_FILEPAGES."""
+    if not vma_covers(s, task, region_of(s, head), head, True, write):
         force_sig_segv(s, task, head)
         return False
     s.mm[s.task[task].mm].rss_file += nr
@@ -112,12 +113,14 @@ def map_file_folio(s, task, head, nr):
 
 
 @jit_inline
-def vma_covers(s, task, r, page, kind_is_pte):
-    """access_error()/find_vma(): does a VMA of the task's mm map `page` (region slot r)? read()
-    and write() of a file need no VMA; a load/store of a read()-only file needs the file to be
-    mapped by the task's process (workloads.base.Process.vmas)."""
+def vma_covers(s, task, r, page, kind_is_pte, write):
+    """find_vma() + access_error(): does a VMA of the task's mm map `page` (region slot r), and
+    allow a store (`write`: VM_WRITE)? read() and write() of a file need no VMA; a load/store of a
+    read()-only file needs the file to be mapped by the task's process (workloads.base.Process.vmas)."""
     if not kind_is_pte and s.regions.kind[r] != REGION_ANON:
         return True
+    if write and not (s.regions.vm_flags[r] & VM_WRITE):
+        return False
     return s.regions.mm[r] == s.task[task].mm and page < s.regions.end[r]
 
 

@@ -79,7 +79,8 @@ from ._jit import jit, jit_inline
 from .mm import get_mm_rss
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, WMARK_PROMO, region_of,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, REGION_FILE_MAPPED,
+    VM_WRITE, WMARK_PROMO, region_of,
 )
 from .vmstat import Vm
 
@@ -413,7 +414,10 @@ def task_numa_work(s, p, mm, now):
 
     VMAs are the region slots the mm maps, [start, end); read()-only page cache has none, and a VMA
     whose policy lacks MPOL_F_MOF is skipped (vma_policy_mof: the VMA's policy, else the task
-    policy; only the default policy and a bind with MPOL_F_NUMA_BALANCING carry MOF).
+    policy; only the default policy and a bind with MPOL_F_NUMA_BALANCING carry MOF), as is a
+    read-only file mapping (vm_file with VM_READ and no VM_WRITE: shared libraries, fio's mmap
+    reads; the kernel expects such pages to be replicated in caches). Every VMA a region declares
+    is readable, so vma_is_accessible() never skips one.
     Huge-page alignment is taken from the region's start, as for a mapping placed THP-aligned."""
     mode = np.int64(p[P.NUMA_BALANCING])
     pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))
@@ -435,7 +439,8 @@ def task_numa_work(s, p, mm, now):
         vstart = s.regions.start[r]
         vend = s.regions.end[r]
         if (s.regions.mm[r] != mm or s.regions.kind[r] == REGION_FILE
-                or not (s.regions.pol_flags[r] & MPOL_F_MOF)):
+                or not (s.regions.pol_flags[r] & MPOL_F_MOF)
+                or (s.regions.kind[r] == REGION_FILE_MAPPED and not (s.regions.vm_flags[r] & VM_WRITE))):
             r += 1
             x = s.regions.start[r]
             continue

@@ -145,6 +145,11 @@ FADV_RANDOM = 1
 FADV_SEQUENTIAL = 2
 FADV_CODES = {"normal": FADV_NORMAL, "random": FADV_RANDOM, "sequential": FADV_SEQUENTIAL}
 
+# a VMA's vm_flags (include/linux/mm.h), the protection bits only: PROT_READ and PROT_WRITE
+VM_READ = 0x1
+VM_WRITE = 0x2
+VM_FLAGS_OF_PROT = {"r": VM_READ, "rw": VM_READ | VM_WRITE}
+
 PAGE_STATE_BYTES = 16   # node, flags, flags2, order (1 each), prev, next, stamp (4 each)
 
 PGDAT_DTYPE = np.dtype([
@@ -326,6 +331,7 @@ class Regions(NamedTuple):
     pol_flags: np.ndarray  # int64[R] the effective policy's flags (MPOL_F_MOF, MPOL_F_MORON)
     vma_policy: np.ndarray  # int8[R] 1: the slot has a VMA policy of its own (mbind); 0: the mm's applies
     advice: np.ndarray    # int8[R] FADV_*: the file's access advice (readahead.py)
+    vm_flags: np.ndarray  # int8[R] the slot's VMA protection: VM_READ, VM_WRITE
 
 
 class SimState(NamedTuple):
@@ -365,7 +371,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
              nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ms, seed,
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
              task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_next_scan=None, mm_policy=None,
-             region_advice=None, devices=(), task_iodepth=None, dev_bin_ns=1 << 16) -> SimState:
+             region_advice=None, region_vm_flags=None, devices=(), task_iodepth=None,
+             dev_bin_ns=1 << 16) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
     region_*: per region slot (pages, REGION_* kind, MPOL_* effective policy, allowed nodes, folio
@@ -381,6 +388,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     nodemask); scan_delay_ms: every task's first numa_scan_period. Without the optional arguments: one mm that maps every region, all tasks in
     it from time 0 (the old layout).
     task_iodepth: each task's I/O engine (0 synchronous); region_advice: per region FADV_*;
+    region_vm_flags: per region its VMA's VM_READ | VM_WRITE (default both);
     devices: per block device a dict of BLKDEV_DTYPE's figures, with capacity calendars of
     `dev_bin_ns` bins (blkdev.py)."""
     R = len(region_pages)
@@ -410,7 +418,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                                  else np.where(policy == MPOL_DEFAULT, MPOL_F_MOF | MPOL_F_MORON, 0).astype(np.int64)),
                       vma_policy=(np.asarray(region_vma_policy, np.int8) if region_vma_policy is not None
                                   else (policy != MPOL_DEFAULT).astype(np.int8)),
-                      advice=np.asarray(region_advice if region_advice is not None else [FADV_NORMAL] * R, np.int8))
+                      advice=np.asarray(region_advice if region_advice is not None else [FADV_NORMAL] * R, np.int8),
+                      vm_flags=np.asarray(region_vm_flags if region_vm_flags is not None
+                                          else [VM_READ | VM_WRITE] * R, np.int8))
     pgdat = np.zeros(N, PGDAT_DTYPE)
     pgdat["managed"] = managed
     pgdat["free"] = managed

@@ -113,8 +113,8 @@ def add_oracle_command(sub) -> None:
                    help="write VALUE to PATH in the guest before the knobs (overrides the defaults "
                         "/sys/kernel/mm/lru_gen/enabled=0, /proc/sys/vm/watermark_boost_factor=0)")
     o.add_argument("--program-arg", action="append", metavar="KEY=VALUE",
-                   help="an argument of the guest program the workload has no param for, e.g. "
-                        "mmap=shared-ro for random-read (tierlab/oracle/programs/*.c say which)")
+                   help="an argument of the guest program the workload has no param for "
+                        "(tierlab/oracle/programs/*.c say which)")
     o.add_argument("--accel", default="tcg", metavar="ACCEL",
                    help="QEMU accelerator (default: tcg; e.g. 'tcg,thread=single' or 'kvm' where it works)")
     o.add_argument("--timeout", type=float, default=900, metavar="S", help="give up on the guest after S seconds")

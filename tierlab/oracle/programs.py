@@ -31,7 +31,7 @@ def _random_read(w, seed: int):
     files = {} if w.target == "anon" else {"data": w.pages * PAGE_SIZE}
     args = {"file_size": w.pages * PAGE_SIZE, "accesses": w.accesses, "tasks": w.tasks, "dist": w.dist,
             "zipf_theta": w.zipf_theta, "target": w.target, "io": w.io, "policy": _policy(w.policy),
-            "prefault": w.prefault, "seed": seed}
+            "prefault": w.prefault, "mmap": w.mmap, "seed": seed}
     return "random-read", args, files
 
 
@@ -40,8 +40,7 @@ PROGRAMS = {"file-read": _file_read, "random-read": _random_read}
 
 def guest_program(workload: Workload, seed: int = 0, extra: dict | None = None) -> tuple[str, list[str], dict[str, int]]:
     """(program name, its key=value arguments, files the disk must hold: name -> bytes). `extra`
-    adds or replaces program arguments the workload has no param for (e.g. random-read's
-    mmap=shared-ro; see the program's header)."""
+    adds or replaces program arguments the workload has no param for (see the program's header)."""
     fn = PROGRAMS.get(workload.name)
     if fn is None:
         raise ConfigError(f"oracle: workload {workload.name!r} has no guest program yet; accepted: "

@@ -34,6 +34,7 @@ CHUNK_ACCESSES = 1 << 22   # accesses per chunk: ~40 MB of arrays, amortises the
 
 POLICIES = ("default", "bind", "preferred", "interleave")
 ADVICE = ("normal", "random", "sequential")
+PROT = ("rw", "r")         # a VMA's protection: PROT_READ | PROT_WRITE, or PROT_READ only
 POLICY_FLAGS = ("numa_balancing",)   # MPOL_F_NUMA_BALANCING, with bind only (sanitize_mpol_flags)
 POLICY_ACCEPTED = ("default, bind:N[,M..], bind|numa_balancing:N[,M..], preferred:N, interleave:N,M[,..]")
 
@@ -62,6 +63,8 @@ class Region:
     mapped: bool = False      # file regions: also mapped with mmap (a VMA the NUMA scanner walks)
     advice: str = "normal"    # file regions: posix_fadvise advice of the tasks' open file (readahead):
                               # normal, random (FMODE_RANDOM), sequential (twice the readahead window)
+    prot: str = "rw"          # the VMA's protection: rw, or r (PROT_READ: a store is a SIGSEGV, and the
+                              # NUMA scanner skips a read-only file mapping)
 
     def __post_init__(self):
         if self.kind not in ("anon", "file"):
@@ -71,6 +74,8 @@ class Region:
             raise ConfigError(f"region {self.name}: policy {self.policy} needs nodes")
         if self.advice not in ADVICE:
             raise ConfigError(f"region {self.name}: advice must be one of {', '.join(ADVICE)}, got {self.advice!r}")
+        if self.prot not in PROT:
+            raise ConfigError(f"region {self.name}: prot must be one of {', '.join(PROT)}, got {self.prot!r}")
 
     @property
     def is_file(self) -> bool:

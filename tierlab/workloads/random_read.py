@@ -3,7 +3,8 @@
 Each task issues `accesses` reads of one 4 KiB page chosen uniformly or by a zipf law (rank r has
 weight r**-zipf_theta, ranks scattered over the region by a fixed permutation). Over a file with
 io=mmap (the default: NUMA balancing only ever sees mapped memory) each access is a 4 KiB read
-through the mapping; with io=read it is a pread() of one page (fio's psync engine); over an anon
+through the mapping, a private writable one by default (mmap=shared-ro maps it read-only, as fio's
+mmap engine does for reads, and the NUMA scanner then skips it); with io=read it is a pread() of one page (fio's psync engine); over an anon
 region (target=anon) it is a 4 KiB load (the region is first written once, ending with a MARK, so
 the loads find populated memory). `prefault=1` reads the file once sequentially first (warm page
 cache, as after fio's lay-out), ending with a MARK.
@@ -39,6 +40,10 @@ class RandomRead(Workload):
         "zipf_theta": float_param(0.99, "zipf exponent (dist=zipf)", lo=0.0, hi=5.0),
         "target": choice_param("file", ("file", "anon"), "what is read"),
         "io": choice_param("mmap", ("mmap", "read"), "file access: 4 KiB loads through mmap (NUMA-scanned) or pread() calls"),
+        "mmap": choice_param("private-rw", ("private-rw", "shared-ro"),
+                             "io=mmap: how the file is mapped: MAP_PRIVATE with PROT_READ|PROT_WRITE (never "
+                             "written; NUMA-scanned), or MAP_SHARED with PROT_READ as fio's mmap engine reads "
+                             "(the NUMA scanner skips read-only file mappings)"),
         "policy": policy_param("default", "memory policy of the region, e.g. bind:1"),
         "prefault": int_param(0, "1: populate the region sequentially first (untimed, ends with a MARK)", lo=0, hi=1),
         "cpunodebind": nodes_param("", "run the tasks on these nodes' CPUs (numactl --cpunodebind), e.g. 0"),
@@ -60,7 +65,9 @@ class RandomRead(Workload):
     def regions(self) -> list[Region]:
         pol, nodes = self.policy
         mapped = self.target == "file" and self.io == "mmap"
-        return [Region("data", "anon" if self.target == "anon" else "file", self.pages, pol, nodes, mapped=mapped)]
+        prot = "r" if mapped and self.mmap == "shared-ro" else "rw"
+        return [Region("data", "anon" if self.target == "anon" else "file", self.pages, pol, nodes, mapped=mapped,
+                       prot=prot)]
 
     def processes(self) -> list[Process]:
         # seed 002's set-up: cpunodebind=0 with policy=bind|numa_balancing:0,2 on bergamo-cxl
