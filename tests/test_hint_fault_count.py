@@ -197,7 +197,7 @@ def test_each_mm_counts_its_own_hint_faults_from_zero_at_its_start():
     for t, lo in ((0, 0), (1, 128)):
         c0 = counters(sim)["numa_hint_faults"]
         m0 = s.mm["hint_faults"].copy()
-        loads = seq(list(range(lo, lo + 128)) * 200, LOAD)
+        loads = seq(list(range(lo, lo + 128)) * 800, LOAD)     # outlasts a scheduler tick (4 ms): a scan
         run(sim, *([loads, []] if t == 0 else [[], loads]))
         faults = counters(sim)["numa_hint_faults"] - c0
         assert faults > 0
