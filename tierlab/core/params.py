@@ -36,6 +36,9 @@ KNOB_NAMES = (
     "sched_wakeup_granularity_ns",
     "sched_tunable_scaling",          # SCHED_TUNABLESCALING_* (sched.py)
     "read_ahead_kb",
+    "lru_gen",                        # /sys/kernel/mm/lru_gen/enabled caps (mglru.py LRU_GEN_*)
+    "min_ttl_ms",                     # /sys/kernel/mm/lru_gen/min_ttl_ms
+    "pagecache_promotion_lru_gen",    # enum LruGenPromo (mglru.py): candidates under MGLRU
 )
 # from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
 MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")
