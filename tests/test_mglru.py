@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 
 from simkit import CXL, DRAM, LOAD, READ, STORE, counters, machine, make_sim, node_counter, run, seq
 from strategies import build_sim, scenarios
+from test_access_path import _scripted, assert_same_run
+from test_access_path import scenarios as access_scenarios
 from test_properties import check_invariants, folio_gen
 from test_scenarios import check_relations, run_chunks
 from tierlab.core import mglru
@@ -264,3 +266,19 @@ def test_prop_lru_gen_tiering(scn):
     run_chunks(sim, scn.chunks)
     check_invariants(sim)
     check_relations(sim)
+
+
+def with_lru_gen(sc):
+    nodes, regions, tasks, knobs, seed, n = sc
+    return nodes, regions, tasks, {**knobs, "lru_gen": 7, "pagecache_promotion_lru_gen": 1}, seed, n
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(access_scenarios().map(with_lru_gen))
+def test_prop_fast_and_general_case_agree_with_lru_gen(sc):
+    """folio_inc_refs is the fast case's only MGLRU work: the fast and the general case give the
+    same state, clocks and samples with lru_gen on."""
+    fast, err_fast = _scripted(*sc, fast_case=True)
+    slow, err_slow = _scripted(*sc, fast_case=False)
+    assert err_fast == err_slow
+    assert_same_run(fast, slow, "scenario")

@@ -142,10 +142,14 @@ def workingset_age_nonresident(s, nid, nr):
 def folio_mark_accessed(s, p, head, now):
     """mm/swap.c folio_mark_accessed(). Returns (True when the folio was already referenced and
     active: the branch where the page-cache promotion RFC hooks in, the lru_lock wait of an
-    activation). With lru_gen on: folio_inc_refs(), and True when mglru.lru_gen_promotion_hot()."""
+    activation). With lru_gen on: folio_inc_refs(), or True when mglru.lru_gen_promotion_hot() --
+    then the increment waits for folio_mark_accessed_end() after the promotion hook, so the access
+    path's fast case can stop at a promotion candidate before any side effect."""
     if lru_gen_enabled(p):
+        if lru_gen_promotion_hot(s, p, head):
+            return True, 0.0
         folio_inc_refs(s, head)
-        return lru_gen_promotion_hot(s, p, head), 0.0
+        return False, 0.0
     f = s.pages.flags[head]
     if not (f & PG_REFERENCED):
         s.pages.flags[head] = f | PG_REFERENCED
@@ -160,6 +164,14 @@ def folio_mark_accessed(s, p, head, now):
         workingset_age_nonresident(s, s.pages.node[head], folio_nr_pages(s, head))
         return False, wait
     return True, 0.0
+
+
+@jit_inline
+def folio_mark_accessed_end(s, p, head, hot):
+    """The rest of folio_mark_accessed() after the page-cache promotion hook: with lru_gen on, the
+    refs increment of a folio it reported hot."""
+    if hot and lru_gen_enabled(p):
+        folio_inc_refs(s, head)
 
 
 @jit_inline

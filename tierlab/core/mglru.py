@@ -273,13 +273,24 @@ def folio_inc_refs(s, x):
 
 
 @jit_inline
+def folio_lru_refs_after_inc(s, x):
+    """folio_lru_refs() as folio_inc_refs() of this access will leave it (no side effect)."""
+    f = s.pages.flags[x]
+    if not (f & PG_REFERENCED):
+        return folio_lru_refs(s, x)
+    if not (f & PG_WORKINGSET):
+        return folio_refs(s, x) + 1
+    return min(folio_refs(s, x) + 1, LRU_REFS_MASK) + 1
+
+
+@jit_inline
 def lru_gen_promotion_hot(s, p, x):
     """Whether this access makes the folio a page-cache promotion candidate under MGLRU (knob
-    pagecache_promotion_lru_gen; module docstring)."""
+    pagecache_promotion_lru_gen; module docstring), judged on the refs the access leaves."""
     mode = np.int64(p[P.PAGECACHE_PROMOTION_LRU_GEN])
     if mode == LRU_GEN_PROMO_OFF:
         return False
-    refs = folio_lru_refs(s, x)
+    refs = folio_lru_refs_after_inc(s, x)
     if mode == LRU_GEN_PROMO_REFS:
         return refs >= 3
     tier = lru_tier_from_refs(refs)
