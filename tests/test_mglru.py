@@ -12,7 +12,7 @@ from strategies import build_sim, scenarios
 from test_access_path import _scripted, assert_same_run
 from test_access_path import scenarios as access_scenarios
 from test_properties import check_invariants, folio_gen
-from test_scenarios import check_relations, run_chunks
+from test_scenarios import check_chunk_by_chunk, check_relations, run_chunks
 from tierlab.core import mglru
 from tierlab.core import state as st
 from tierlab.errors import ConfigError
@@ -250,13 +250,7 @@ def test_pagecache_promotion_candidates_from_refs(mode, promoted):
 def test_prop_lru_gen_invariants(scn):
     """No folio lost or on two lists, pages per generation = LRU size, capacity never exceeded, the
     counter relations, with lru_gen on."""
-    sim = build_sim(scn)
-    for per_task in scn.chunks:
-        ok = run_chunks(sim, [per_task])
-        check_invariants(sim)
-        check_relations(sim)
-        if not ok:
-            break
+    check_chunk_by_chunk(scn)
 
 
 @settings(max_examples=15, deadline=None)

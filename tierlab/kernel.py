@@ -113,9 +113,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "maximum readahead window of the device files live on (VM_READAHEAD_PAGES = 128 KiB; 0 = off)"),
     Knob("lru_gen", 0, "enum", 0, 7, "/sys/kernel/mm/lru_gen/enabled",
          "multi-gen LRU (core/mglru.py) instead of the active/inactive lists: n (0, classic LRU), core (0x1: "
-         "generations, tiers, eviction; mapped pages aged only by look-around), core_mm_walk (0x3: aging also "
-         "walks the page tables), y (0x7, CONFIG_LRU_GEN_ENABLED's default; 0x4 changes nothing here)",
-         choices={"n": 0, "core": 1, "core_mm_walk": 3, "y": 7}),
+         "generations, tiers, eviction; mapped pages aged only by look-around), walk (0x3: aging also walks "
+         "the page tables, LRU_GEN_MM_WALK), y (0x7, CONFIG_LRU_GEN_ENABLED's default; 0x4 changes nothing here)",
+         choices={"n": 0, "core": 1, "walk": 3, "y": 7}),
     Knob("min_ttl_ms", 0, "ms", 0, 2**31, "/sys/kernel/mm/lru_gen/min_ttl_ms",
          "MGLRU thrash protection: kswapd calls the OOM killer rather than evict a generation younger than this (0 = off)"),
     Knob("pagecache_promotion_lru_gen", 0, "enum", 0, 2, "tierlab proposal (seed 000 with MGLRU)",

@@ -16,6 +16,12 @@ direct reclaim runs batches on the allocating task's clock until 32 pages are re
 Isolation and putback take the node's lru_lock, and dropping a file folio takes its mapping's
 xa_lock (__remove_mapping): locks.py; waiting for them adds to the reclaimer's time.
 
+With lru_gen on (the node's lruvec.lru_gen_enabled) a step is lru_gen_shrink_node(): aging when
+mglru.should_run_aging() asks for it, then one evict_folios() (mglru.isolate_folios, then the
+shrink_folio_list() the classic shrink_inactive_list() uses too, with MGLRU's reference check:
+lru_gen_look_around on a young mapped folio); kswapd also checks min_ttl_ms (lru_gen_age_node) and
+never counts failures (lru_gen_shrink_node resets them). mglru.py describes the model.
+
 Simplifications, and why:
 - No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
   pass falls short; here each batch scans the 32 oldest folios of the chosen list, which keeps the
