@@ -531,6 +531,7 @@ class RefModel:
         last = self.stamp[head] & mask             # numa_hint_fault_latency(): xchg the access time
         self.stamp[head] = ms & mask
         if ((ms - last) & mask) >= th:
+            self.count(dst, "numa_latency_rejects")
             return False
         self.count(dst, "pgpromote_candidate", nr)  # numa_promotion_rate_limit()
         nr_cand = self.counters[dst]["pgpromote_candidate"]
@@ -550,6 +551,7 @@ class RefModel:
         self.count(cpu_nid, "numa_hint_page_cache")     # numa_migrate_check(), vmf == NULL
         if nid == cpu_nid:
             self.count(cpu_nid, "numa_hint_page_cache_local")
+        self.count(cpu_nid, "numa_should_migrate_calls")
         if not self.should_numa_migrate_memory(head, cpu_nid, nr, 0) or cpu_nid == nid:
             return
         # migrate_misplaced_folio_prepare()

@@ -154,8 +154,9 @@ def test_fast_and_general_case_agree_on_write_protect_faults():
         sim = Simulation(sk.machine(*nodes), Kernel(**knobs), sk.Scripted(regions, 1), seed=1,
                          sample_interval_ms=1, fast_case=fast_case)
         per = sk.seq(range(64), sk.LOAD) + sk.seq(range(64), sk.STORE) + sk.seq(range(64, 224), sk.STORE)
-        # ~5 ms of the file's faults, then ~5 ms of loads for NUMA scans and hint faults
-        per += sk.seq(list(range(64, 224)) * 150, sk.LOAD) + sk.seq(range(64, 224), sk.STORE)
+        # ~5 ms of the file's faults, then ~20 ms of loads: NUMA scans (at scheduler ticks, every
+        # 8-12 ms with the 2-tick node_stamp push) and hint faults
+        per += sk.seq(list(range(64, 224)) * 600, sk.LOAD) + sk.seq(range(64, 224), sk.STORE)
         sk.run(sim, per)
         runs.append(sim)
     assert_same_run(runs[0], runs[1], "write-protect faults")

@@ -247,7 +247,7 @@ def test_bench_libcachesim_comparison_matches():
 def test_bench_quick_json(capsys):
     assert main(["bench", "--quick", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert [b["name"] for b in d["benchmarks"]] == ["file-read", "random-read"]
+    assert [b["name"] for b in d["benchmarks"]] == ["file-read", "random-read", "hot-chunks"]
     for b in d["benchmarks"]:
         assert {"sim_accesses", "wall_s", "accesses_per_s"} <= set(b)
     assert {"cold_start_s", "warm_start_s"} <= set(d["startup"])

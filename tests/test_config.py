@@ -67,6 +67,20 @@ def test_scaled_machine_and_preset_name_round_trip():
     same_run(res, sim.run().result())
 
 
+def test_quantum_is_recorded_and_rebuilds_the_run():
+    """The quantum orders two CPUs' events, so it decides counters: a run with a non-default one
+    must record it, and build(config) must repeat it."""
+    base = {"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 3,
+            "params": {"file_size": "2GiB", "accesses": 20000, "policy": "bind:0", "tasks": 2},
+            "knobs": {"demotion_enabled": 1}}
+    res = build({**base, "quantum_us": 1}).run().result()
+    assert res.config["quantum_us"] == 1.0
+    same_run(res, build(res.config).run().result())
+    assert build(base).run().result().config["quantum_us"] == 20.0
+    with pytest.raises(ConfigError, match="quantum_us"):
+        build({**base, "quantum_us": 0})
+
+
 def test_parquet_metadata_config_rebuilds_the_run(tmp_path):
     from tierlab.output import read_parquet, write_parquet
     res = calibrated_run()

@@ -21,6 +21,7 @@ from simkit import (
 from tierlab.core import state as st
 from tierlab.core.vmstat import VMSTAT_NAMES
 from tierlab.core.lru import inactive_is_low
+from tierlab.core.params import P
 from tierlab.core.reclaim import (
     FOLIOREF_ACTIVATE, FOLIOREF_KEEP, FOLIOREF_RECLAIM, FOLIOREF_RECLAIM_CLEAN,
     folio_check_references,
@@ -244,8 +245,8 @@ def test_inactive_is_low_ratio():
         s.lruvec["lru_size"][0, ACTIVE_FILE] = active
         s.lruvec["lru_size"][0, INACTIVE_ANON] = inactive
         s.lruvec["lru_size"][0, ACTIVE_ANON] = active
-        f = bool(inactive_is_low(s, 0, True))
-        assert bool(inactive_is_low(s, 0, False)) == f
+        f = bool(inactive_is_low(s, sim.p, 0, True))
+        assert bool(inactive_is_low(s, sim.p, 0, False)) == f
         return f
 
     assert not low(100, 100) and low(99, 100) and not low(0, 0) and low(0, 1)
@@ -260,6 +261,11 @@ def test_inactive_is_low_ratio():
         assert low(ina, ina * ratio + 1)
     # just below 1 GiB the ratio is 1
     assert low(gib // 2 - 1, gib // 2) and not low(gib // 2, gib // 2 - 1)
+    # under --scale F the lists stand for F times as many pages: 100 GiB / 1024 of lists is 31:1
+    sim.p[P.SCALE] = 1024.0
+    ina = -(-100 * gib // 1024 // 32)
+    assert not low(ina, ina * 31) and low(ina, ina * 31 + 2)
+    sim.p[P.SCALE] = 1.0
     s.lruvec["lru_size"][0] = 0
 
 

@@ -149,16 +149,8 @@ def seed000_baseline_s():
 def test_seed000_baseline_is_reproduced_by_the_load_model():
     """seq_4k_ns is stored unloaded; with the file's c and bandwidth, the engine's self-load feedback
     (cost.py, run through a real simulation) must give back seed 000's measured 7.5804 s (DRAM) and
-    9.75 s (CXL) per 128 GiB read, to within the engine's whole-ns clock (see the xfail below)."""
-    for simulated, published in seed000_baseline_s():
-        assert simulated == pytest.approx(published, rel=5e-3)
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "engine.run advances the clock by np.int64(cost) per access, dropping the fractional ns: a "
-    "streamed DRAM page costs 225 ns instead of the load model's fixed point 225.93 ns (7.5497 s vs "
-    "7.5804 s, -0.40 %; CXL 290 vs 290.56 ns, 9.7308 s vs 9.75 s, -0.20 %). The preset's seq_4k_ns "
-    "was fitted to the formula, not to the engine."))
-def test_seed000_baseline_is_reproduced_by_the_load_model_to_2e_3():
+    9.75 s (CXL) per 128 GiB read to 0.2 %: 7.5799 s and 9.7347 s (-0.16 %: the utilisation loop's
+    fixed point). Needs the engine to carry each access's fractional ns (engine.advance): dropping
+    them made a DRAM page 225 ns instead of 225.93 (-0.40 %)."""
     for simulated, published in seed000_baseline_s():
         assert simulated == pytest.approx(published, rel=2e-3)

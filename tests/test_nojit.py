@@ -21,8 +21,9 @@ m = machine((128, 1, DRAM), (512, 0, CXL))
 sim = make_sim(m, [Region("a", "anon", 160), Region("f", "file", 160)], lru_batch_size=4,
                demotion_enabled=1, numa_balancing=2, pagecache_promotion_enabled=1,
                scan_delay_ms=0, scan_period_min_ms=1, scan_size_mb=1)
+# ~5 ms: NUMA scans run at scheduler ticks (every 4 ms), so the loads must outlast the first one
 acc = [(p % 160, STORE) for p in range(400)] + [(160 + p % 160, READ) for p in range(800)] \
-      + [(p % 160, LOAD) for p in range(400)]
+      + [(p % 160, LOAD) for p in range(30000)]
 sim.run(chunks=[chunk(acc)])
 res = sim.result()
 print(json.dumps({{"counters": {{k: int(v) for k, v in res.counters.items()}}, "sim_time_s": res.sim_time_s}}))

@@ -149,25 +149,66 @@ def test_reclaim_and_swap_keep_the_rss_counters():
     check_invariants(sim)
 
 
-def test_scan_period_is_computed_at_the_first_tick_after_scan_delay_for_the_resident_rss():
-    """task_tick_numa: numa_scan_period starts at scan_delay (10 ms); the first tick after 10 ms
-    of runtime computes task_scan_start() for the RSS then: 1024 pages with scan_size_mb=1 (256
-    pages per window) are 4 windows, scan_period_min 1000 ms / 4 = 250 ms (the floor,
-    1000 / (2560 / 1) = 0 ms, does not bind); node_stamp moves to 10 ms."""
+def scan_delay_run(**costs):
+    """One task alone on its CPU from time 0 (runtime == clock) with 1024 resident anon pages on a
+    DRAM node, scan_delay_ms=10, scan_size_mb=1, about 15 ms of loads."""
     m = machine((4096, 1, DRAM), (4096, 0, CXL))
-    sim = make(m, [Region("a", "anon", 1024)], [Process("p", vmas=("a",))], numa_balancing=2, scan_delay_ms=10,
-               scan_period_min_ms=1000, scan_size_mb=1)
+    sim = Simulation(m, Kernel(numa_balancing=2, scan_delay_ms=10, scan_period_min_ms=1000, scan_size_mb=1),
+                     Procs([Region("a", "anon", 1024)], [Process("p", vmas=("a",))]), costs=costs)
     s = sim.state
-    assert int(s.task[0]["numa_scan_period"]) == 10_000_000 and int(s.task[0]["numa_scan_stamp"]) == 0
+    # init_numa_balancing: the period is scan_delay (ms), the first scan msecs_to_jiffies(10) = 3
+    # jiffies (12 ms at HZ=250) after the start
+    assert int(s.task[0]["numa_scan_period"]) == 10 and int(s.task[0]["numa_scan_stamp"]) == 0
+    assert int(s.mm[0]["numa_next_scan"]) == 3
     touch = [(i, STORE) for i in range(1024)]
     loads = [(i % 1024, LOAD) for i in range(150_000)]      # ~100 ns each: 15 ms of runtime
     sim.run(chunks=[chunk(touch + loads)])
-    assert int(s.task[0]["runtime"]) > 10_000_000
-    assert int(s.task[0]["numa_scan_period"]) == 250_000_000
-    assert int(s.task[0]["numa_scan_stamp"]) == 10_000_000
-    # the scan ran (numa_next_scan was scan_delay after the start) and set the next one 250 ms on
-    assert s.counters[:, 34].sum() > 0 or int(s.mm[0]["numa_next_scan"]) > 10_000_000
-    assert 10_000_000 + 250_000_000 <= int(s.mm[0]["numa_next_scan"]) < 10_000_000 + 250_000_000 + 2_000_000
+    assert 13_000_000 < int(s.task[0]["runtime"]) < 100_000_000
+    return s
+
+
+def test_scan_period_is_computed_at_the_first_tick_after_scan_delay_for_the_resident_rss():
+    """task_tick_numa runs at scheduler ticks (every 4 ms): the first tick at which the runtime is
+    past node_stamp + 10 ms is tick 3 (12 ms). It computes task_scan_start() for the RSS then: 1024
+    pages with scan_size_mb=1 (256 pages per window) are 4 windows, scan_period_min 1000 ms / 4 =
+    250 ms (the floor, 1000 / (2560 / 1) = 0 ms, does not bind); node_stamp moves on by the old
+    period to 10 ms. Jiffies 3 have reached numa_next_scan (3), so task_numa_work runs: the next
+    scan msecs_to_jiffies(250) = 63 jiffies on (66), node_stamp 2 ticks on (18 ms); the pass walks
+    all 1024 pages (top-tier pages are skipped in tiering mode, so only the 8x virtual budget of
+    2048 pages bounds it) and wraps (numa_scan_seq 1). Its ~5 us end well before tick 4."""
+    s = scan_delay_run()
+    assert int(s.task[0]["numa_scan_period"]) == 250
+    assert int(s.task[0]["numa_scan_stamp"]) == 18_000_000
+    assert int(s.mm[0]["numa_next_scan"]) == 66
+    assert int(s.mm[0]["numa_scan_seq"]) == 1
+
+
+def test_a_scan_that_spans_a_tick_pushes_node_stamp_32_times_its_runtime():
+    """task_numa_work's 3 % cap: the scan's runtime, as sum_exec_runtime sees it, moves node_stamp
+    32 times as far. At 5 us per PTE walked the pass over 1024 pages takes 5.12 ms from just after
+    tick 3 (12 ms): tick 4 (16 ms) falls within it, so sum_exec_runtime moved 4 ms and node_stamp
+    goes 10 + 8 (two ticks) + 32 x 4 = 146 ms."""
+    s = scan_delay_run(numa_scan_pte_ns=5000.0)
+    assert int(s.task[0]["numa_scan_stamp"]) == 146_000_000
+    assert int(s.mm[0]["numa_next_scan"]) == 66
+
+
+def test_jiffies_grid_at_a_scale():
+    """At --scale 64 the kernel's clock runs 64x faster: a tick every 62.5 us of virtual time;
+    msecs_to_jiffies rounds up (HZ=250: 4 ms a jiffy)."""
+    from tierlab.core.numa_balancing import jiffies_at, jiffy_start, mm_first_scan_jiffies, msecs_to_jiffies
+    from tierlab.core.params import NR_PARAMS, P
+    p = np.zeros(NR_PARAMS)
+    p[P.SCALE] = 64.0
+    assert jiffy_start(p, 1) == 62_500 and jiffies_at(p, 62_499) == 0 and jiffies_at(p, 62_500) == 1
+    p[P.SCALE] = 1024.0                                   # 3906.25 ns a tick
+    assert [jiffy_start(p, j) for j in (1, 2, 4)] == [3907, 7813, 15625]
+    assert [jiffies_at(p, c) for c in (3906, 3907, 7812, 7813)] == [0, 1, 1, 2]
+    p[P.SCALE] = 1.0
+    assert jiffies_at(p, 3_999_999) == 0 and jiffy_start(p, 5) == 20_000_000
+    assert [msecs_to_jiffies(m) for m in (0, 1, 4, 5, 125, 1000)] == [0, 1, 1, 2, 32, 250]
+    # an mm started at 1 ms of virtual time at scale 64 (jiffies 16) with the default 1 s scan_delay
+    assert mm_first_scan_jiffies(Kernel(), [1_000_000], 64.0) == [16 + 250]
 
 
 def test_scan_period_floor_and_an_empty_mm():

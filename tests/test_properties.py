@@ -447,7 +447,7 @@ def test_default_policy_region_is_numa_scanned_and_promoted():
     run(sim, seq(range(216, 280), STORE))               # b spills to node 1
     assert all(int(s.pages.node[p]) == 1 for p in range(216, 280))
     sim.set_knobs(numa_balancing=2)
-    run(sim, seq(list(range(216, 280)) * 400, STORE))
+    run(sim, seq(list(range(216, 280)) * 2000, STORE))     # scans at scheduler ticks (4 ms)
     c = counters(sim)
     assert c["numa_pte_updates"] > 0 and c["numa_hint_faults"] > 0
     assert c["pgpromote_success"] > 0

@@ -89,3 +89,10 @@ def test_cli_reproduce_progress_bar_on_stderr(capsys):
     captured = capsys.readouterr()
     assert "pass" in captured.err                     # tqdm bar: passes over the file
     assert captured.out.startswith("experiment,metric")
+
+
+def test_seed003_is_listed_with_sourced_data():
+    assert "mglru-fio" in [r.name for r in list_reproductions()]
+    for csv in ("mglru_fio.csv", "mglru_fio_profile.csv"):
+        pub = published(csv)
+        assert pub.source.notna().all() and all("seed 003" in x for x in pub.source), csv

@@ -23,13 +23,6 @@ def promotion_shares(scale):
     return c["numa_hint_faults"] / pages, c["pgpromote_success"] / pages, res.sim_time_s * scale
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "since the scan-period fix (period from the mm's RSS at the first tick: 125 ms here) scans land "
-    "every 2-3 periods, on a knife edge between task_tick_numa's node_stamp and mm->numa_next_scan "
-    "evaluated in continuous time; which side a tick falls on differs between scales (numa_pte_updates "
-    "1.73 vs 1.87 per page, hint faults 1.68 vs 1.78, promotions 1.49 vs 1.51). The kernel evaluates "
-    "both on the jiffies grid (HZ ticks, msecs_to_jiffies rounding up); modelling the tick grid, "
-    "scaled with the run, is the fix (open)"))
 def test_hint_fault_promotion_is_the_same_share_at_scales_16_and_64():
     hint16, promo16, t16 = promotion_shares(16)
     hint64, promo64, t64 = promotion_shares(64)
@@ -45,12 +38,6 @@ def seed000_two_scales():
         ["experiment", "metric"]) for f in (32, 64)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "after the scan-period fix (merged with the processes work) the steady columns at scale 64 run "
-    "0.3-1.0 % faster than at scale 32 and add_order_overhead differs 2.5 % (0.463 vs 0.475); the "
-    "rounds agree exactly. Same cause as the hint-fault test: the scanner's period now comes from "
-    "file-read's one-call buffer RSS (not scaled, docs/scaling.md) and the scan tick is evaluated in "
-    "continuous time rather than on the jiffies grid (open)"))
 def test_seed000_predicted_columns_agree_at_scales_32_and_64(seed000_two_scales):
     a, b = seed000_two_scales
     pred = a.role == "predicted"

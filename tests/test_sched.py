@@ -52,11 +52,12 @@ def test_two_tasks_share_one_cpu_in_cfs_slices():
     # Each task needs ~r0 of CPU; they alternate in 3 ms slices, so the one that finishes first
     # (task 0, which ran first) ends about one slice before the other; the CPU never idles
     # Each needs r0 (a bit over 6 ms: 60000 loads of 100 ns and the first fault): task 0 runs
-    # 0-3 ms, task 1 3-6, task 0 6-9, task 1 9-12, task 0 the rest, then task 1 the rest
+    # 0-3 ms, task 1 3-6, task 0 6-9, task 1 9-12 (each slice ends at the first access past it),
+    # then the one with the smaller vruntime (which overran its slices less) its rest, then the other
     assert 6 * MS < r0 < 9 * MS
-    e0, e1 = int(t[0]["end"]), int(t[1]["end"])
-    assert e0 == 12 * MS + (r0 - 6 * MS)
-    assert e1 == r0 + r1 == int(sim.state.cpu[0]["clock"])      # the CPU never idles
+    (e_first, r_first), (e_last, _) = sorted(((int(t[i]["end"]), int(t[i]["runtime"])) for i in (0, 1)))
+    assert 12 * MS <= e_first - (r_first - 6 * MS) < 12 * MS + 4 * 110      # four slices, each overrun < 1 load
+    assert e_last == r0 + r1 == int(sim.state.cpu[0]["clock"])      # the CPU never idles
     # a longer latency: 16 ms / 2 = 8 ms slices, longer than either task's work: one after the other
     sim = two_task_sim(sched_latency_ns=16 * MS)
     run(sim, seq([0] * n, LOAD), seq([4] * n, LOAD))

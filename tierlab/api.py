@@ -25,9 +25,10 @@ from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.lru import lru_gen_change_state
 from .core.mglru import LRU_GEN_CORE
 from .core.mmzone import setup_watermarks
-from .core.numa_balancing import reset_promotion_state, thread_node_stamps
+from .core.numa_balancing import mm_first_scan_jiffies, reset_promotion_state, thread_node_stamps
 from .core.params import KNOB_NAMES, NR_PARAMS, P
 from .core.sched import place_kswapds
+from .core.profile import KSYMS, NOT_CPU
 from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
@@ -49,7 +50,8 @@ class Result:
     process (mm) its state at the end (`processes`), per lock (core/locks.py: each node's lru_lock,
     each file's i_pages xa_lock) its acquisitions, hold and wait time (`locks`), and the CPU time of
     every task and kswapd (`tasks`, like top: name, kind, process, cpu, node of the CPU, runtime_s,
-    cpu_share = runtime over the run's elapsed virtual time)."""
+    cpu_share = runtime over the run's elapsed virtual time), and that time by kernel function
+    (`profile`, core/profile.py: like `perf report --sort comm,sym`)."""
     counters: pd.Series
     node_counters: pd.DataFrame
     nodes: pd.DataFrame
@@ -61,11 +63,16 @@ class Result:
     processes: pd.DataFrame | None = None   # per process (mm): threads, start, RSS, swap, scanner, CPUs used
     locks: pd.DataFrame = field(default_factory=pd.DataFrame)
     tasks: pd.DataFrame = field(default_factory=pd.DataFrame)   # CPU time per task and kswapd
+    profile: pd.DataFrame = field(default_factory=pd.DataFrame)  # simulated time per entity and kernel function
     clat_hist: np.ndarray | None = None   # int64[task, read/write, bucket]: read()/write() completion
                                           # latencies in fio's buckets (core/fileio.py)
     io_done_s: pd.Series | None = None    # per task: when its last read()/write() call completed
     devices: pd.DataFrame | None = None   # per block device: /proc/diskstats fields
     summary: dict = field(default_factory=dict)   # the workload's own report (Workload.summary: fio's JSON)
+    hint_latency: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # a sample of should_numa_migrate_memory()'s latency tests (core/numa_balancing.hint_latency_log):
+    # time_s (simulated), latency and threshold in `unit` (ms of the kernel's clock, or hint faults of
+    # the mm with hint_fault_latency=fault_count), every `stride`-th test of the run (df.attrs)
 
     def to_dict(self) -> dict:
         return {
@@ -109,14 +116,14 @@ class Simulation:
                  sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
                  fast_case: bool = True):
         from .config import check_parts
-        checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs)
+        checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs, quantum_us)
         self.machine = machine
         self.kernel = checked.kernel
         self.workload = workload
         self.seed = checked.config.seed
         self.costs = {k: v[0] for k, v in COSTS.items()} | checked.config.costs
         self.sample_interval_ms = checked.config.sample_interval_ms
-        self.quantum_us = quantum_us
+        self.quantum_us = checked.config.quantum_us
         self.fast_case = bool(fast_case)   # False: every access takes the general case (for testing)
         self._regions = checked.regions
         self._layout = checked.layout
@@ -140,7 +147,6 @@ class Simulation:
                                                   [nd.cpus for nd in m.nodes], m.zonelists())
         managed = np.array([nd.capacity_pages for nd in m.nodes], dtype=np.int64)
         total_pages = int(managed.sum())
-        scan_delay_ns = int(int(self.kernel.scan_delay_ms) * 1_000_000 / self.workload.scale)
         return st.allocate(
             region_pages=[r.pages for r in self._regions],
             region_kind=[st.REGION_ANON if r.kind == "anon" else (st.REGION_FILE_MAPPED if r.mapped else st.REGION_FILE)
@@ -167,9 +173,10 @@ class Simulation:
             task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
             task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes], self.workload.scale),
             mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
+            mm_next_scan=mm_first_scan_jiffies(self.kernel, lay.mm_start_ns, self.workload.scale),
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
-            first_sample_ns=int(self.sample_interval_ms * 1e6), scan_delay_ns=scan_delay_ns, seed=self.seed)
+            first_sample_ns=int(self.sample_interval_ms * 1e6), scan_delay_ms=int(self.kernel.scan_delay_ms), seed=self.seed)
 
     def _min_free_kbytes(self, total_pages: int) -> int:
         """min_free_kbytes as run: the knob, or the kernel's default for the full-size machine (total
@@ -363,14 +370,15 @@ class Simulation:
         res = Result(counters=counters, node_counters=node_counters, nodes=nodes, timeseries=ts,
                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
-                     devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times())
+                     devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times(),
+                     hint_latency=self.hint_latency(), profile=self.profile())
         res.summary = self.workload.summary(res, self.phase_start_ns)
         return res
 
     def processes(self) -> pd.DataFrame:
         """Per process (mm), as it stands: name, threads, threads still alive, start time, the RSS
         counters (pages: MM_ANONPAGES, MM_FILEPAGES, MM_SWAPENTS), the NUMA scanner's completed
-        passes (numa_scan_seq) and hint-fault count, and how many CPUs ran its threads (the
+        passes (numa_scan_seq) and hint-fault count (mm->hint_faults of the fault-count RFC), and how many CPUs ran its threads (the
         weight of mm_cpumask)."""
         s = self.state
         procs = self._layout.processes
@@ -380,9 +388,22 @@ class Simulation:
             "name": [p.name for p in procs], "threads": [p.threads for p in procs], "alive": alive[:len(procs)],
             "start_s": s.task["start"][[self._layout.task_mm.index(i) for i in range(len(procs))]] / 1e9,
             "rss_anon": s.mm["rss_anon"], "rss_file": s.mm["rss_file"], "swapents": s.mm["swapents"],
-            "numa_scan_seq": s.mm["numa_scan_seq"], "numa_hint_faults": s.mm["numa_hint_faults"],
+            "numa_scan_seq": s.mm["numa_scan_seq"], "hint_faults": s.mm["hint_faults"],
             "nr_cpus_ran": cpus})
         df.index.name = "mm"
+        return df
+
+    def hint_latency(self) -> pd.DataFrame:
+        """The logged latency tests of should_numa_migrate_memory() (the seed 002 RFC's table of
+        latency and threshold samples): time_s (simulated), latency, threshold, unit ("ms" of the
+        kernel's clock, full-size under --scale, or "faults": the mm's hint faults); every
+        `attrs["stride"]`-th test of the run so far (numa_balancing.hint_latency_log)."""
+        from .core.numa_balancing import HINT_LATENCY_FAULT_COUNT
+        s = self.state
+        log = s.hintlog[:int(s.sys[0]["nr_hintlog"])]
+        df = pd.DataFrame({"time_s": log[:, 0] / 1e9, "latency": log[:, 1], "threshold": log[:, 2],
+                           "unit": np.where(log[:, 3] == HINT_LATENCY_FAULT_COUNT, "faults", "ms")})
+        df.attrs["stride"] = int(s.sys[0]["hintlog_stride"])
         return df
 
     def _locks(self) -> pd.DataFrame:
@@ -400,6 +421,29 @@ class Simulation:
             "wait_ns": [float(c[i].wait_ns) for *_, i in rows],
             "contended": [int(c[i].nr_waits) for *_, i in rows],
             "beyond": [int(c[i].nr_beyond) for *_, i in rows]})
+
+    def profile(self) -> pd.DataFrame:
+        """Simulated time by entity and kernel function (core/profile.py), one row per pair with time:
+        entity (task<i>, kswapd<nid>), function (its kernel name; `other` is the entity's runtime
+        that no function claims: user-space work, mechanisms not broken down), ns, and cpu_pct, the
+        share of the entity's CPU time (its runtime less io_wait, which is waiting, not work) in
+        percent -- what perf's per-comm percentages show."""
+        s = self.state
+        T = s.task.shape[0]
+        names = [f"task{t}" for t in range(T)] + [f"kswapd{n}" for n in range(s.pgdat.shape[0])]
+        runtime = np.concatenate([s.task["runtime"], s.pgdat["kswapd_runtime"]]).astype(np.float64)
+        rows = []
+        for e, name in enumerate(names):
+            prof = s.prof[e]
+            cpu = runtime[e] - sum(prof[KSYMS.index(k)] for k in NOT_CPU)
+            for i, fn in enumerate(KSYMS):
+                if prof[i] != 0:
+                    rows.append((name, fn, float(prof[i]), 100.0 * prof[i] / cpu if fn not in NOT_CPU and cpu > 0
+                                 else float("nan")))
+            other = runtime[e] - prof.sum()
+            if runtime[e] > 0:
+                rows.append((name, "other", float(other), 100.0 * other / cpu if cpu > 0 else float("nan")))
+        return pd.DataFrame(rows, columns=["entity", "function", "ns", "cpu_pct"])
 
     def cpu_times(self) -> pd.DataFrame:
         """CPU time per task and per kswapd, like top's TIME+ and %CPU: name (task<i>, kswapd<nid>),
@@ -426,7 +470,7 @@ class Simulation:
         from .config import RunConfig
         overrides = {k: v for k, v in self.costs.items() if v != COSTS[k][0]}
         return RunConfig.from_parts(self.machine, self.kernel, self.workload, self.seed,
-                                    self.sample_interval_ms, overrides).to_dict()
+                                    self.sample_interval_ms, overrides, self.quantum_us).to_dict()
 
 
 def check_control_ops(ch, regions, state) -> None:
@@ -434,8 +478,14 @@ def check_control_ops(ch, regions, state) -> None:
     mmap/brk length within the slot and a multiple of its folio size, an exit as the task's last
     op in the chunk. (Whether a slot is mapped by the right process at that moment is the
     engine's to check: a wrong one stops the run with a SIGSEGV message.)"""
-    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CTRL
-    idx = np.flatnonzero(ch.ops & OP_CTRL)
+    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL
+    # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
+    cpu = ch.ops == OP_CPU
+    if cpu.any() and (ch.pages[cpu] < 0).any():
+        i = int(np.flatnonzero(cpu & (ch.pages < 0))[0])
+        t = int(np.searchsorted(ch.offsets, i, side="right")) - 1
+        raise ConfigError(f"task {t} op {i - int(ch.offsets[t])}: CPU work of {int(ch.pages[i])} ns; accepted: >= 0 ns")
+    idx = np.flatnonzero(((ch.ops & OP_CTRL) != 0) & ~cpu)
     if idx.size == 0:
         return
     kinds = set(CTRL_NAMES.values())
@@ -469,13 +519,14 @@ def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: 
 def build(config) -> Simulation:
     """A Simulation from a config dict (or a RunConfig): {"machine": preset name, TOML path or a
     machine dict as run, "workload": name, "params": {...}, "knobs": {...}, "scale": F, "seed": N,
-    "sample_interval_ms": X, "costs": {...}} (tierlab.config). Every key and value is validated
+    "sample_interval_ms": X, "quantum_us": Q, "costs": {...}} (tierlab.config). Every key and value is validated
     before anything runs (`tierlab.config.validate`); errors name the key. `build(result.config)`
     repeats a run bit-identically."""
     from .config import check
     c = check(config)
     return Simulation(c.machine, c.kernel, c.workload, seed=c.config.seed,
-                      sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs)
+                      sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs,
+                      quantum_us=c.config.quantum_us)
 
 
 def run_config(config, progress=None) -> Result:

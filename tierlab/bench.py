@@ -8,6 +8,9 @@ Measured, each after a JIT warm-up run on a tiny input, through the public API
   promotion enabled.
 * ``random-read``: 4 KiB random read() over a file twice the size of node 0 on `qemu-2node`, bound
   to node 0 so kswapd demotes page cache to node 1 (memory pressure), demotion_enabled=1.
+* ``hot-chunks``: seed 002's microbenchmark on `bergamo-cxl` scaled down (48 chunk visits): the hint-fault
+  path with the NUMA scanner running in tiering mode (mainline's time-based latency), with promotion
+  and demotion.
 * ``libcachesim``: tierlab's exact LRU (`tierlab.core.reference`) against libCacheSim's LRU on one
   zipf trace: equal miss ratios, and libCacheSim's wall time / tierlab's (``speedup`` > 1 means
   tierlab is faster). Skipped when libcachesim is not installed (it is a dev extra).
@@ -43,11 +46,17 @@ _RANDOM_READ = {
     "knobs": {"demotion_enabled": 1},
     "seed": 7,
 }
+_HOT_CHUNKS = {
+    "machine": "bergamo-cxl", "workload": "hot-chunks",
+    "params": {"policy": "bind|numa_balancing:1,2", "cpunodebind": "1", "visits": 48},
+    "knobs": {"demotion_enabled": 1, "numa_balancing": 2},
+    "seed": 0,
+}
 SIZES = {
     # file-read: scale divides the 1 TB machine and the 128 GiB file; random-read: accesses
-    "full": {"file_read_scale": 16, "random_read_scale": 1, "random_read_accesses": 5_000_000,
+    "full": {"file_read_scale": 16, "random_read_scale": 1, "random_read_accesses": 5_000_000, "hot_chunks_scale": 64,
              "lcs": dict(n_requests=10_000_000, n_pages=1_000_000, capacity=100_000)},
-    "quick": {"file_read_scale": 128, "random_read_scale": 2, "random_read_accesses": 1_000_000,
+    "quick": {"file_read_scale": 128, "random_read_scale": 2, "random_read_accesses": 1_000_000, "hot_chunks_scale": 128,
               "lcs": dict(n_requests=1_000_000, n_pages=100_000, capacity=10_000)},
 }
 STARTUP_ARGS = ["run", "--machine", "qemu-2node", "--workload", "random-read", "--param", "file_size=64MiB",
@@ -59,9 +68,10 @@ def bench_configs(quick: bool = False) -> list[tuple[str, dict]]:
     fr = {**_FILE_READ, "scale": z["file_read_scale"]}
     rr = {**_RANDOM_READ, "scale": z["random_read_scale"],
           "params": {**_RANDOM_READ["params"], "accesses": z["random_read_accesses"]}}
+    hc = {**_HOT_CHUNKS, "scale": z["hot_chunks_scale"]}
     # the same random reads under pressure with the multi-gen LRU (issue 12: within 1.5x of the classic LRU)
     rr_mglru = {**rr, "knobs": {**rr["knobs"], "lru_gen": "y"}}
-    return [("file-read", fr), ("random-read", rr), ("random-read-mglru", rr_mglru)]
+    return [("file-read", fr), ("random-read", rr), ("random-read-mglru", rr_mglru), ("hot-chunks", hc)]
 
 
 def _tiny(config: dict) -> dict:

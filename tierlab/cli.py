@@ -66,6 +66,8 @@ def run_config_from_args(args: argparse.Namespace) -> dict:
               "scale": args.scale, "seed": args.seed}
     if args.sample_ms is not None:
         config["sample_interval_ms"] = args.sample_ms
+    if args.quantum_us is not None:
+        config["quantum_us"] = args.quantum_us
     if args.cost:
         config["costs"] = _key_values(args.cost, "--cost")
     return config
@@ -346,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default: 0)")
     r.add_argument("--sample-ms", type=float, default=None, metavar="X",
                    help="time-series sample interval in simulated ms (default: 100)")
+    r.add_argument("--quantum-us", type=float, default=None, metavar="Q",
+                   help="how far one CPU's clock may run ahead of the next one's, in simulated us "
+                        "(default: 20; part of the result: it orders the CPUs' events)")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table",
                    help="output on stdout (default: table)")
     r.add_argument("--out", metavar="FILE",

@@ -111,6 +111,22 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "min(CPUs, 8) (linear)", choices={"none": 0, "log": 1, "linear": 2}),
     Knob("read_ahead_kb", 128, "KiB", 0, 2**20, "/sys/block/<dev>/queue/read_ahead_kb",
          "maximum readahead window of the device files live on (VM_READAHEAD_PAGES = 128 KiB; 0 = off)"),
+    Knob("hint_fault_latency", 0, "enum", 0, 1,
+         "RFC version (Bharata B Rao, 'sched/numa: Fault count based NUMA hint fault latency', 2024)",
+         "tiering-mode hotness metric: time (mainline: ms from the scan to the hint fault, hot below "
+         "hot_threshold_ms) or fault_count (RFC patch 1: the mm's hint faults in between, hot below "
+         "fault_count_threshold; no threshold adjustment)", choices={"time": 0, "fault_count": 1}),
+    Knob("fault_count_threshold", 1_000_000, "faults", 0, 2**32 - 1,
+         "/sys/kernel/debug/sched/numa_balancing/fault_count_threshold (RFC patch 1)",
+         "hint_fault_latency=fault_count: a slow-tier folio is hot when fewer hint faults of its mm "
+         "than this came between its scan and its hint fault"),
+    Knob("scan_restamp_protnone", 0, "bool", 0, 1,
+         "RFC patch 2 (Bharata B Rao, 'mm: Update hint fault count for pages that are skipped during scanning', 2024)",
+         "the NUMA scanner stamps slow-tier folios whose PTE is already PROT_NONE (and leaves the PTE "
+         "alone) instead of skipping them; either latency metric"),
+    Knob("init_on_alloc", 0, "bool", 0, 1, "kernel command line init_on_alloc=",
+         "1: every page is zeroed when allocated (CONFIG_INIT_ON_ALLOC_DEFAULT_ON, on in Ubuntu and Fedora "
+         "kernels): a page-cache folio is cleared before the device fills it (clear_page_erms)"),
     Knob("lru_gen", 0, "enum", 0, 7, "/sys/kernel/mm/lru_gen/enabled",
          "multi-gen LRU (core/mglru.py) instead of the active/inactive lists: n (0, classic LRU), core (0x1: "
          "generations, tiers, eviction; mapped pages aged only by look-around), walk (0x3: aging also walks "

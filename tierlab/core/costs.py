@@ -67,6 +67,20 @@ COSTS = {
                    "xas_store, nrpages and NR_FILE_PAGES; __remove_mapping: the shadow-entry store and the "
                    "same counters): an xarray walk of 2-3 nodes and a few counter updates. Assumed; part "
                    "of pagecache_insert_ns and reclaim_free_ns."),
+    "pagecache_lookup_ns": (0.0, "ns", "the page-cache lookup of one page of a read() (filemap_get_read_batch -> "
+                            "xas_load: an xarray walk of 3-5 levels, cache-cold in a large file's tree), and the "
+                            "failed lookup before a miss's readahead. 0 by default: folded into the calibrated "
+                            "per-page copy cost seq_ns; seed 003's reproduction sets it (SEED003_COSTS)."),
+    "activate_ns": (0.0, "ns", "folio_activate() besides the lock: queueing the folio in the per-CPU lru_activate "
+                    "batch and, at the drain, lruvec_del_folio/lruvec_add_folio and the statistics "
+                    "(__activate_page / folio_activate_fn). 0 by default: folded into seq_ns as fma_ns is; "
+                    "seed 003's reproduction sets it."),
+    "page_alloc_ns": (0.0, "ns", "get_page_from_freelist() for one new page-cache folio: the per-CPU list, "
+                      "refilled from the buddy lists under zone->lock. 0 by default: folded into "
+                      "pagecache_insert_ns and fault_ns; seed 003's reproduction sets it."),
+    "bio_ns": (0.0, "ns", "the CPU work of one read request besides readahead's own: bio allocation, "
+               "submit_bio -> blk-mq -> the NVMe driver's doorbell, the completion interrupt and "
+               "bio_endio/folio unlock. 0 by default (not charged before seed 003's reproduction set it)."),
     "lru_gen_sort_ns": (20.0, "ns", "sort_folio() keeping one folio on the LRU (a protected or already promoted folio "
                         "moved to another generation's list) and inc_min_seq() moving one folio: a list_move "
                         "and a few flag updates under lru_lock. Assumed, as lru_lock_folio_ns."),
@@ -77,4 +91,28 @@ COSTS = {
     "util_window_ns": (262144.0, "ns", "span of simulated time before an access over which its node's delivered "
                        "bandwidth is averaged for the loaded-latency curve (cost.py); a model setting, "
                        "16384 .. 4194304 ns."),
+}
+
+
+# Seed 003 (Yu Zhao, "Re: [PATCH v2 00/16] Multigenerational LRU Framework", lkml 2021-04-14,
+# CAOUHufa5id9mmjud-UQd4agLCtmDypdNDStkxgoQxsUoh8Qcsg@mail.gmail.com: Jens Axboe's fio/io_uring random 4 KiB
+# buffered reads, 200 GB memory, 400 GB file). CALIBRATED to the mainline (classic LRU) column only, by
+# tierlab/reproduce/mglru_fio.py fit() (3 iterations at scale 1024; its docstring has the method): each
+# reader function's cost per call is its share of the seed's mainline io_uring profile
+# (data/mglru_fio_profile.csv) over its calls per I/O at the model's after-fill hit ratio (0.50) and
+# activations per I/O (0.28), scaled so that an all-miss I/O costs the seed's before-fill 2.1 GB/s
+# (1950 ns); reclaim_free_ns so that kswapd's __remove_mapping : shrink_active_list is the seed's
+# 57.65 : 6.53. Used by the seed 003 reproduction and tests/test_fio.py only (Simulation(costs=...));
+# the defaults above are untouched. Every MGLRU figure is predicted with these.
+SEED003_COSTS: dict[str, float] = {
+    "syscall_ns": 564.0,            # filemap_read 1.08 % + the profile's unlisted 35.6 %, per I/O
+    "fma_ns": 38.9,                 # mark_page_accessed 2.53 %, per I/O
+    "pagecache_lookup_ns": 190.9,   # xas_load 13.30 + filemap_get_read_batch 4.18 + xas_start 1.16 %, 2 per miss
+    "pagecache_insert_ns": 377.0,   # __add_to_page_cache_locked 12.30 %, per miss
+    "zero_page_ns": 227.7,          # clear_page_erms 7.43 %, per miss (init_on_alloc=1)
+    "page_alloc_ns": 108.5,         # get_page_from_freelist 3.54 %, per miss
+    "bio_ns": 49.3,                 # page_cache_ra_unbounded 1.61 %, per miss
+    "activate_ns": 56.9,            # __activate_page 1.07 %, per activation
+    "seq_4k_ns": 103.3,             # _copy_to_iter 13.22 % less the 100-ns stream break (the machine's figure)
+    "reclaim_free_ns": 925.0,       # kswapd: __remove_mapping / shrink_active_list = 57.65 / 6.53
 }

@@ -42,10 +42,10 @@ from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
 from .mm import cpumask_set_cpu, do_ctrl
-from .numa_balancing import task_tick_numa
+from .numa_balancing import jiffies_at, next_numa_tick, task_tick_numa
 from .ops import (
-    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CTRL, OP_KIND_MASK, OP_MARK,
-    OP_READ, OP_STOP, OP_SYSCALL_END,
+    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CPU, OP_CTRL, OP_KIND_MASK,
+    OP_MARK, OP_READ, OP_STOP, OP_SYSCALL_END,
 )
 from .readahead import call_pages_left, page_cache_async_ra, page_present
 from .pagecache_promotion import task_numa_promotion_work
@@ -103,12 +103,24 @@ def access_fault(s, p, task, cpu, page, op, clock, scratch, cands):
     return cost, True, False
 
 
+@jit_inline
+def advance(s, task, clock, cost):
+    """The clock after an access of `cost` ns: costs are fractional (a streamed 4 KiB page at a
+    node's bandwidth), clocks are integer ns, so the task carries the fraction to its next access
+    rather than dropping it (a DRAM page of 225.93 ns would otherwise cost 225)."""
+    x = cost + s.task[task].clock_frac
+    n = np.int64(x)
+    s.task[task].clock_frac = x - n
+    return clock + n
+
+
 @jit
 def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     """A run of accesses that `access_present()`'s fast case finishes, in a loop of its own: the
     common case (a re-read of a cached file, loads of resident memory) then runs without the
     general case's code around it, which costs registers and so time even when it is not taken.
-    Stops before a MARK or a control op, before an access the fast case cannot finish, once the
+    Stops before a MARK or a control op other than CPU work (ops.OP_CPU: the clock advances by its
+    ns in place), before an access the fast case cannot finish, once the
     clock reaches the quantum's `limit` or the scan tick (`scan_at`), and right after a system call that left
     promotion work. Returns (pos, clock, task work pending); the caller then does what follows an
     access (after_access)."""
@@ -116,26 +128,22 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
     while pos < end and clock < limit and clock < scan_at:
         op = ops[np.uint64(pos)]
         if op & OP_STOP:
-            break
+            if op != OP_CPU:
+                break
+            clock += pages[np.uint64(pos)]       # CPU work: what mm.do_ctrl charges in the general case
+            pos += 1
+            continue
         cost, why = access_present(s, p, task, cpu_nid, pages[np.uint64(pos)], op, clock, 0.0, True)
         if why != ACCESS_DONE:
             break
         pos += 1
-        clock += np.int64(cost)
+        clock = advance(s, task, clock, cost)
         if op & OP_SYSCALL_END:
             clock = syscall_end(s, p, task, op, clock)
             if s.task[task].promo_count > 0:
                 pending = True
                 break
     return pos, clock, pending
-
-
-@jit_inline
-def scan_tick_at(s, task, start):
-    """The clock at which the task's runtime reaches its next NUMA scan tick (node_stamp + the scan
-    period, task_tick_numa), for a quantum that began at `start`."""
-    t = s.task[task]
-    return start + (t.numa_scan_stamp + t.numa_scan_period - t.runtime)
 
 
 @jit_inline
@@ -148,9 +156,11 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
     if work_pending:
         clock += np.int64(task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock))
     if clock >= scan_at:
-        rt = s.task[task].runtime + (clock - start)
-        clock += np.int64(task_tick_numa(s, p, task, rt, clock))
-        scan_at = scan_tick_at(s, task, start)
+        # the tick at scan_at fell within the access: task_tick_numa with the runtime and jiffies
+        # of that tick, its work at the return to user (now)
+        rt = s.task[task].runtime + (scan_at - start)
+        clock += np.int64(task_tick_numa(s, p, task, rt, jiffies_at(p, scan_at), clock))
+        scan_at = next_numa_tick(s, p, task, start, clock)
     return clock, scan_at
 
 
@@ -264,6 +274,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             nid = t - ntasks
             if s.pgdat[nid].kswapd_clock < clock:
                 s.pgdat[nid].kswapd_clock = clock
+            s.sys[0].current = t
             kswapd_step(s, p, nid, scratch)
             end_t = max(s.pgdat[nid].kswapd_clock, clock)
             sched_account(s, t, end_t - clock)
@@ -278,6 +289,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             sched_dequeue_task(s, t)
             continue
         cpumask_set_cpu(s, s.task[t].mm, c)
+        s.sys[0].current = t
         start = clock
         limit = second_t if second_t < INF else s.sys[0].next_sample
         limit = max(limit, start) + quantum
@@ -296,7 +308,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         pos = task_pos[t]
         end = offsets[t + 1]
         status = STATUS_DONE
-        scan_at = scan_tick_at(s, t, start) if numa_on else INF
+        scan_at = next_numa_tick(s, p, t, start, start) if numa_on else INF
         skip = 0           # accesses to take here before trying fast_run again
         backoff = 16
         while pos < end:
@@ -353,7 +365,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 cost, why = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
                 ok = why != ACCESS_SEGV
             pos += 1
-            clock += np.int64(cost)
+            clock = advance(s, t, clock, cost)
             if not ok:
                 status = STATUS_SEGV if s.sys[0].segv_task >= 0 else STATUS_OOM
                 break

@@ -38,6 +38,7 @@ from ._jit import jit_inline
 
 from .ops import OP_KIND_MASK, OP_READ, OP_WRITE
 from .params import P
+from .profile import K, charge
 from .state import NR_CLAT_BUCKETS
 
 PLAT_BITS = 6
@@ -110,11 +111,13 @@ def syscall_end(s, p, task, op, clock):
     (asynchronous engine: queued in flight, and a wait while the queue is full), its completion
     latency into the histogram, and prev_pos for readahead. Returns the task's clock."""
     t = s.task[task]
-    clock += np.int64(p[P.SYSCALL_NS])
+    clock += np.int64(charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS]))
     ready = clock
     if t.call_ready > clock:
         ready = t.call_ready
-        clock = uring_queue(t, ready, clock)
+        queued = uring_queue(t, ready, clock)
+        charge(s, K.IO_WAIT, np.float64(queued - clock))
+        clock = queued
     t.call_ready = 0
     kind = op & OP_KIND_MASK
     if kind == OP_READ:

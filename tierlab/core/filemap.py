@@ -34,6 +34,7 @@ from .ops import (
 )
 from .pagecache_promotion import promotion_candidate, promotion_candidate_returns_early
 from .params import P
+from .profile import K, charge
 from .readahead import file_ra_pages, page_cache_sync_ra, ra_ready, ra_reset, read_one_folio
 from .state import F2_CONTIG, F2_MAPPED, F2_PTE_WRITE, FADV_RANDOM, PG_DIRTY, PG_ISOLATED, folio_head, folio_nr_pages
 from .vmstat import Vm
@@ -47,6 +48,7 @@ def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
     rap = file_ra_pages(s, p, r)
     random = s.regions.advice[r] == FADV_RANDOM or rap == 0
     if (op & OP_KIND_MASK) == OP_READ:
+        c = charge(s, K.XAS_LOAD, p[P.PAGECACHE_LOOKUP_NS])     # filemap_get_read_batch found nothing
         if random and t.ra_req <= 1:
             # force_page_cache_ra() of one page (FMODE_RANDOM, or readahead off): inline
             if t.ra_file != r:
@@ -54,8 +56,9 @@ def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
             done, ok, cost = read_one_folio(s, p, r, cpu, page, clock, scratch, cands)
         else:
             done, ok, cost = page_cache_sync_ra(s, p, task, cpu, r, page, t.ra_req, clock, scratch, cands)
+        cost += c
         if ok:
-            cost += io_wait(t, done, clock + np.int64(cost))
+            cost += charge(s, K.IO_WAIT, io_wait(t, done, clock + np.int64(cost)))
         return cost, ok
     # through mmap: filemap_fault() reads and waits for the folio -- a major fault.
     # do_sync_mmap_readahead(): VM_SEQ_READ (an OP_STREAM load) reads a window of ra_pages
@@ -69,14 +72,14 @@ def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
     cpu_nid = s.cpu[cpu].node
     s.counters[cpu_nid, Vm.PGFAULT] += 1
     s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
-    cost += p[P.FAULT_NS]
+    cost += charge(s, K.HANDLE_MM_FAULT, p[P.FAULT_NS])
     head = folio_head(s, page)
     # do_read_fault: read-only; do_shared_fault: writable (and the store dirties it)
     s.pages.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if (op & OP_KIND_MASK) == OP_STORE else np.uint8(0))
     s.mm[s.regions.mm[r]].rss_file += folio_nr_pages(s, head)      # filemap_fault mapped it
     at = clock + np.int64(cost)
     if done > at:
-        cost += np.float64(done - at)
+        cost += charge(s, K.IO_WAIT, np.float64(done - at))
     return cost, True
 
 
@@ -91,7 +94,8 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
     t = s.task[task]
     if page == t.ra_mark and fast:
         return cost, ACCESS_READAHEAD
-    cost += p[P.FMA_NS]
+    mark = p[P.FMA_NS]
+    cost += mark
     last = t.last_page
     same = t.call_start != 0 and (last & ~(nr - 1)) == head
     hot = False
@@ -100,6 +104,7 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
         cost += wait
     if hot:
         if tiering_mode(p) and not (pg.flags[hu] & PG_ISOLATED):
+            mark += p[P.FMA_HOOK_CHECK_NS]
             cost += p[P.FMA_HOOK_CHECK_NS]
             if p[P.PAGECACHE_PROMOTION_ENABLED] != 0:
                 early = promotion_candidate_returns_early(s, p, task, hu)
@@ -110,16 +115,23 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
                 else:
                     cost += promotion_candidate(s, p, task, cpu_nid, head, now)
         folio_mark_accessed_end(s, p, hu, hot)
+    # the profile is charged after the fast case's last return (the costs were added where they
+    # arise, in the same order as ever): mark_page_accessed (with the hook's checks)
+    charge(s, K.MARK_PAGE_ACCESSED, mark)
+    write = (op & OP_KIND_MASK) == OP_WRITE
+    if not write:
+        cost += charge(s, K.XAS_LOAD, p[P.PAGECACHE_LOOKUP_NS])
     t.call_start = 1 if (op & OP_SYSCALL_END) else 0
     if t.ra_done > now:
-        cost += io_wait(t, ra_ready(t, page, now + np.int64(cost)), now + np.int64(cost))
+        cost += charge(s, K.IO_WAIT, io_wait(t, ra_ready(t, page, now + np.int64(cost)), now + np.int64(cost)))
     nid = np.uint64(pg.node[hu])
-    cost += seq_page_ns(s, p, nid, now, fast)
+    copy = K.COPY_FROM_ITER if write else K.COPY_TO_ITER
+    cost += charge(s, copy, seq_page_ns(s, p, nid, now, fast))
     if not (page == last + 1 and (pg.flags2[hu] & F2_CONTIG)):
         sb = p[P.STREAM_BREAK_NS]
-        cost += s.mem[nid].line_ns if sb < 0 else sb
+        cost += charge(s, copy, s.mem[nid].line_ns if sb < 0 else sb)
     t.last_page = page
-    if (op & OP_KIND_MASK) == OP_WRITE:
+    if write:
         pg.flags[hu] |= PG_DIRTY
     if page == t.ra_mark:
         t.ra_mark = -1     # the general case reaches a marked page only when its folio was evicted and read again

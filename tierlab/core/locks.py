@@ -47,6 +47,7 @@ import numpy as np
 from ._jit import jit_inline
 
 from .params import P
+from .profile import K, charge
 from .resource import calendar_book
 from .state import region_of
 
@@ -62,12 +63,13 @@ def lru_lock_hold(p, nr_folios):
 @jit_inline
 def lru_lock(s, p, nid, now, nr_folios):
     """Take and release lruvec->lru_lock of node `nid` at `now`, moving nr_folios folios under it.
-    Returns the wait in ns."""
-    return calendar_book(s.locks, np.int64(nid), now, lru_lock_hold(p, nr_folios))
+    Returns the wait in ns (charged to spin(lru_lock): native_queued_spin_lock_slowpath)."""
+    return charge(s, K.SPIN_LRU_LOCK, calendar_book(s.locks, np.int64(nid), now, lru_lock_hold(p, nr_folios)))
 
 
 @jit_inline
 def i_pages_lock(s, p, page, now):
     """Take and release the xa_lock of the mapping (file) holding `page` at `now` for one xarray
-    store. Returns the wait in ns."""
-    return calendar_book(s.locks, s.lruvec.shape[0] + region_of(s, page), now, p[P.XA_LOCK_NS])
+    store. Returns the wait in ns (charged to spin(xa_lock))."""
+    return charge(s, K.SPIN_XA_LOCK, calendar_book(s.locks, s.lruvec.shape[0] + region_of(s, page), now,
+                                                   p[P.XA_LOCK_NS]))

@@ -33,6 +33,7 @@ from .mglru import (
     lru_gen_refault,
 )
 from .params import P
+from .profile import K, charge
 from .state import (
     ANON_AND_FILE, F2_ANON, F2_BATCHED, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MAX_NR_GENS, NR_LRU_LISTS, PG_ACTIVE, PG_LRU, PG_REFERENCED,
@@ -124,8 +125,8 @@ def folio_add_lru(s, p, cpu, head, now):
 @jit_inline
 def folio_activate(s, p, head, now):
     """Move an inactive folio on the LRU to the active list (pgactivate) under its node's lru_lock.
-    Returns the lock wait."""
-    wait = lru_lock(s, p, s.pages.node[head], now, 1)
+    Returns the lock wait and the activation's own cost (activate_ns: __activate_page)."""
+    wait = lru_lock(s, p, s.pages.node[head], now, 1) + charge(s, K.ACTIVATE_PAGE, p[P.ACTIVATE_NS])
     lruvec_del_folio(s, head)
     s.pages.flags[head] |= PG_ACTIVE
     lruvec_add_folio(s, head)
@@ -141,10 +142,11 @@ def workingset_age_nonresident(s, nid, nr):
 @jit_inline
 def folio_mark_accessed(s, p, head, now):
     """mm/swap.c folio_mark_accessed(). Returns (True when the folio was already referenced and
-    active: the branch where the page-cache promotion RFC hooks in, the lru_lock wait of an
-    activation). With lru_gen on: folio_inc_refs(), or True when mglru.lru_gen_promotion_hot() --
-    then the increment waits for folio_mark_accessed_end() after the promotion hook, so the access
-    path's fast case can stop at a promotion candidate before any side effect."""
+    active: the branch where the page-cache promotion RFC hooks in, the cost of an activation: its
+    lru_lock wait and activate_ns). With lru_gen on: folio_inc_refs(), or True when
+    mglru.lru_gen_promotion_hot() -- then the increment waits for folio_mark_accessed_end() after the
+    promotion hook, so the access path's fast case can stop at a promotion candidate before any side
+    effect."""
     if lru_gen_enabled(p):
         if lru_gen_promotion_hot(s, p, head):
             return True, 0.0
@@ -236,12 +238,14 @@ def workingset_refault(s, p, head, new_nid, evict_nid, in_fault):
 
 
 @jit_inline
-def inactive_is_low(s, nid, file):
-    """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB)."""
+def inactive_is_low(s, p, nid, file):
+    """inactive_is_low(): inactive * int_sqrt(10 * total_GiB) < active (ratio 1 below 1 GiB). The GiB
+    are the full-size machine's: the list sizes times --scale (docs/scaling.md), so a scaled run
+    keeps the full-size inactive:active target (31:1 at 100 GiB) instead of 1:1 below 1 GiB."""
     base = 2 if file else 0
     inactive = s.lruvec[nid].lru_size[base]
     active = s.lruvec[nid].lru_size[base + 1]
-    gb = (inactive + active) >> 18
+    gb = np.int64((inactive + active) * p[P.SCALE]) >> 18
     ratio = np.int64(np.sqrt(10.0 * gb)) if gb > 0 else np.int64(1)
     return inactive * ratio < active
 

@@ -7,7 +7,10 @@
   counts as a major fault). The folio itself comes from page_alloc.folio_alloc_add().
 - pte_access(): the present-PTE part of a load/store: a first touch of a present folio installs
   the PTE (minor fault), a PROT_NONE PTE takes a NUMA hint fault, the access sets the accessed bit
-  (PG_young here) and a store the dirty bit, and the cache line is charged.
+  (PG_young here) and a store the dirty bit, and the cache line is charged -- or the whole 4 KiB
+  page with ops.OP_PAGE, for a store as for a load: a memcpy() destination page (rep movsb writes
+  whole lines without a read-for-ownership, so it is charged and booked as the 4 KiB streaming
+  copy).
 - do_numa_page(): the hint fault, counting it and asking NUMA balancing (numa_balancing.py
   numa_migrate_check, should_numa_migrate_memory) whether to migrate the folio (migrate.py).
 - do_wp_page(): a store to a present read-only PTE (the write-protect fault).
@@ -59,11 +62,14 @@ from .ops import (
 )
 from .page_alloc import filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
+from .profile import K, charge
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .vmstat import Vm
+
+HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fault is do_huge_pmd_numa_page()
 
 
 @jit_inline
@@ -105,15 +111,15 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     t = clock + np.int64(cost)      # the fault's own work starts: its locks are taken within it
     if anon:
         s.counters[cpu_nid, Vm.PGFAULT] += 1
-        cost += p[P.FAULT_NS]
+        cost += charge(s, K.HANDLE_MM_FAULT, p[P.FAULT_NS])
         s.mm[mm].rss_anon += nr
         if nr_swapped > 0:
             s.sys[0].nr_swap_used -= nr_swapped
             s.mm[mm].swapents -= nr_swapped
             s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
             s.counters[nid, Vm.PSWPIN] += nr_swapped
-            cost += p[P.SWAP_IN_4K_NS] * nr_swapped
-        cost += p[P.ZERO_PAGE_NS] * (nr - nr_swapped)
+            cost += charge(s, K.IO_WAIT, p[P.SWAP_IN_4K_NS] * nr_swapped)
+        cost += charge(s, K.CLEAR_PAGE_ERMS, p[P.ZERO_PAGE_NS] * (nr - nr_swapped))
         # writable on a write fault (a new folio, a copy of the zero page, an exclusive swap-in)
         pg.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
         cost += folio_add_lru(s, p, cpu, head, t)
@@ -151,13 +157,19 @@ def numa_restore_pte(s, head):
 
 @jit
 def do_numa_page(s, p, head, cpu_nid, now):
-    """A hint fault on a PROT_NONE folio: count it, in tiering mode promote a slow-tier folio the
-    decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new PTE is
-    read-only, see the module docstring), else restore the PTE. No TLB shootdown is charged: the
-    old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
+    """A hint fault on a PROT_NONE folio: count it (pgfault: handle_mm_fault() counts every fault;
+    the mm's hint_faults first thing, as the fault-count RFC does -- a PMD-mapped folio's fault is
+    do_huge_pmd_numa_page(), which the RFC leaves uncounted), in tiering mode promote a slow-tier
+    folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new
+    PTE is read-only, see the module docstring), else restore the PTE. No TLB shootdown is
+    charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     nr = folio_nr_pages(s, head)
+    mm = s.regions.mm[region_of(s, head)]          # vma->vm_mm, the faulting task's mm
+    if nr < HPAGE_PMD_NR:
+        s.mm[mm].hint_faults += 1
+    s.counters[cpu_nid, Vm.PGFAULT] += 1
     cost = p[P.FAULT_NS] + p[P.NUMA_MIGRATE_CHECK_NS]
-    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid))
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid), mm)
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         numa_restore_pte(s, head)
         return cost
@@ -230,7 +242,10 @@ def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
     f |= PG_YOUNG
     if kind == OP_STORE:
         pg.flags[hu] = f | PG_DIRTY
-        cost += line_store_ns(s, p, nid, now, fast)
+        if op & OP_PAGE:
+            cost += seq_page_ns(s, p, nid, now, fast)
+        else:
+            cost += line_store_ns(s, p, nid, now, fast)
     else:
         pg.flags[hu] = f
         if op & OP_PAGE:

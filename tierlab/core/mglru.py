@@ -108,6 +108,7 @@ from ._jit import jit, jit_inline
 from .locks import lru_lock
 from .mmzone import jiffies_ms
 from .params import P
+from .profile import K, charge
 from .state import (
     ANON_AND_FILE, F2_ANON, F2_MAPPED, F2_PRESENT, FADV_NORMAL, LRU_GEN_ANON, LRU_GEN_FILE, MAX_NR_GENS,
     MAX_NR_TIERS, MIN_NR_GENS, PG_ACTIVE, PG_LRU, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG, folio_nr_pages,
@@ -517,7 +518,7 @@ def walk_mm(s, p, nid, can_swap, gen):
             pg.flags[x] &= ~PG_YOUNG
             cost += p[P.LRU_GEN_WALK_YOUNG_NS]
             folio_update_gen(s, nid, x, gen)
-    return cost
+    return charge(s, K.WALK_PTE_RANGE, cost)
 
 
 @jit
@@ -528,7 +529,7 @@ def try_to_inc_max_seq(s, p, nid, can_swap, now):
     if np.int64(p[P.LRU_GEN]) & LRU_GEN_MM_WALK:
         cost += walk_mm(s, p, nid, can_swap, lru_gen_from_seq(s.lruvec[nid].max_seq))
     moved = inc_max_seq(s, p, nid, can_swap, now + np.int64(cost))
-    cost += lru_lock(s, p, nid, now + np.int64(cost), moved) + p[P.LRU_GEN_SORT_NS] * moved
+    cost += lru_lock(s, p, nid, now + np.int64(cost), moved) + charge(s, K.INC_MAX_SEQ, p[P.LRU_GEN_SORT_NS] * moved)
     return cost
 
 
@@ -688,30 +689,31 @@ def lru_gen_look_around(s, p, nid, x, kswapd, now):
     file = not (s.pages.flags2[x] & F2_ANON)
     new_gen = lru_gen_from_seq(s.lruvec[nid].max_seq)
     cost = 0.0
+    work = 0.0
     pg = s.pages
     for y in range(start, end):
         f2 = pg.flags2[y]
         if (f2 & (F2_PRESENT | F2_MAPPED)) != (F2_PRESENT | F2_MAPPED):
             continue
-        cost += p[P.LRU_GEN_WALK_PTE_NS]
+        work += p[P.LRU_GEN_WALK_PTE_NS]
         if not (pg.flags[y] & PG_YOUNG) or pg.node[y] != nid:
             continue
         if file and (f2 & F2_ANON):
             continue
         pg.flags[y] &= ~PG_YOUNG
-        cost += p[P.LRU_GEN_WALK_YOUNG_NS]
+        work += p[P.LRU_GEN_WALK_YOUNG_NS]
         if kswapd:
             folio_update_gen(s, nid, y, new_gen)
         elif not (pg.flags[y] & PG_LRU):
             pg.flags[y] |= PG_REFERENCED
         elif folio_lru_gen(s, y) != new_gen:
             # folio_activate(): lru_activate moves it to the youngest generation
-            cost += lru_lock(s, p, nid, now + np.int64(cost), 1)
+            cost += lru_lock(s, p, nid, now + np.int64(cost + work), 1) + charge(s, K.ACTIVATE_PAGE, p[P.ACTIVATE_NS])
             lru_gen_del_folio(s, y, False)
             pg.flags[y] |= PG_ACTIVE
             lru_gen_add_folio(s, y, False)
             s.counters[nid, Vm.PGACTIVATE] += folio_nr_pages(s, y)
-    return cost
+    return cost + charge(s, K.LRU_GEN_LOOK_AROUND, work)
 
 
 @jit_inline

@@ -39,7 +39,7 @@ from ._jit import jit, jit_inline
 
 from .lru import folio_mark_accessed, folio_mark_accessed_end, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
-from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
+from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
 from .sched import sched_exit_task
 from .state import (
@@ -289,6 +289,8 @@ def do_ctrl(s, p, task, op, arg, now):
     """A control op (ops.CTRL_*) of `task`. Returns (cost in ns, ok); not ok records a SIGSEGV in
     `sys` (an op on a slot the task's mm does not own, or mmap of a slot in use)."""
     kind = op & CTRL_KIND_MASK
+    if kind == CTRL_CPU:
+        return np.float64(arg), True        # the task's own CPU work (engine.fast_run charges it alike)
     r = arg & ((np.int64(1) << CTRL_ARG_SHIFT) - 1)
     npages = arg >> CTRL_ARG_SHIFT
     cost = p[P.SYSCALL_NS] + p[P.VMA_OP_NS]

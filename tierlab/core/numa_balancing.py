@@ -7,11 +7,22 @@ change_prot_numa() (mm/mprotect.c change_pte_range() skip rules). The hint fault
 decision (do_numa_page, numa_migrate_check) is in memory.py, the migration in migrate.py; the
 page-cache promotion path (pagecache_promotion.py) reaches the same should_numa_migrate_memory().
 
+The scanner runs on the scheduler tick, as the kernel's does: task_tick_numa() is evaluated only at
+ticks (HZ = 250: every TICK_NSEC = 4 ms of the kernel's clock, on the jiffies grid of virtual time,
+for the task running on the CPU then), with the task's runtime at that tick (sum_exec_runtime);
+mm->numa_next_scan is in jiffies and the next scan is msecs_to_jiffies(period) ahead (rounded up to
+whole ticks); the work runs at the return to user after the access the tick fell in; the task
+that ran a scan has its node_stamp pushed 2 ticks on, and by 32 times the scan's own runtime as
+sum_exec_runtime sees it (the ticks that fall within the scan). The run loop keeps the time of the
+next tick at which task_tick_numa would act (`next_numa_tick`) and compares the clock with it, so
+the access path pays one compare.
+
 Scanner simplifications: VMAs are the region slots an mm maps (read()-only page cache has no
 VMA); the scan period is fixed at task_scan_start() for the mm's RSS at the task's first tick --
-which is what mode 2 does, since slow-tier faults never reach update_task_scan_period() -- and the
-2-tick node_stamp push of the task that wins a scan is left out; mode 1's scan-rate adaptation, NUMA groups, per-VMA PID
-filtering and the cpupid two-stage filter are not modelled (tierlab has no mode-1 workload yet).
+which is what mode 2 does, since slow-tier faults never reach update_task_scan_period(); mode 1's
+scan-rate adaptation, NUMA groups, per-VMA PID filtering and the cpupid two-stage filter are not
+modelled (tierlab has no mode-1 workload yet). sum_exec_runtime is taken to move at ticks only (a
+task alone on its CPU: the model's quantum boundaries are not the kernel's context switches).
 
 Time is the kernel's jiffies_to_msecs(): milliseconds of the faulting task's virtual clock, kept to
 32 bits; folio access times are masked to `access_time_bits` (LAST_CPUPID_SHIFT, 21 with
@@ -22,14 +33,45 @@ smaller; a page is then re-accessed F times sooner, so the run is the full-size 
 compressed F-fold too. The kernel's clock here runs F times faster than the simulated one
 (now_ms: ms of full-size time), so hot_threshold_ms, scan_period_*_ms, the 1-s rate-limit window
 and the access-time wrap keep their full-size meaning with full ms resolution; the scan period
-computed in full-size ms becomes simulated ns divided by F; byte quantities of full-size memory
+computed in full-size ms becomes simulated ns divided by F, and so does the tick (jiffies_at: a
+tick every TICK_NSEC / F of virtual time); byte quantities of full-size memory
 are divided by F (scan_size_mb, the 1 GiB floor of pgdat_free_space_enough, the rate limit's
 pages per kernel second). F = 1 is the kernel exactly.
 
 Simplifications: one zone per node; the cmpxchg races between CPUs opening a rate-limit or
 threshold window cannot happen in a serial simulation.
+
+The fault-count RFC (Bharata B Rao, "[RFC PATCH 0/2] Hot page promotion optimization for large
+address space", March 2024; seed 002), as two knobs:
+- `hint_fault_latency` = fault_count (patch 1). Every do_numa_page() adds one to the mm's
+  `hint_faults` first thing (memory.py; do_huge_pmd_numa_page() does not, so PMD-mapped folios
+  are not counted). The scanner stamps a slow-tier folio with the count of the mm it scans,
+  folio_xchg_fault_count(): the folio's access-time field keeps count >> PAGE_FAULT_COUNT_BUCKETS
+  (16: buckets of 65,536 faults), cut to the field's width, and gives back the stored value << 16 in
+  32-bit arithmetic. The fault's latency is the faulting task's mm count now minus the exchanged
+  stamp, mod 2**32 (unsigned int), and the folio is hot when it is below `fault_count_threshold`
+  (1,000,000). numa_promotion_adjust_threshold() is not called (the RFC removes it); the
+  free-space shortcut and the rate limit stay. Under --scale F the count is read in full-size
+  faults (the mm's count times F, docs/scaling.md), as the kernel's clock is.
+- `scan_restamp_protnone` (patch 2, either metric): change_pte_range() tests "already PROT_NONE"
+  after the other skips and the stamping instead of first, so a slow-tier folio whose hint fault
+  is still pending gets a fresh stamp on every pass. Its PTE is not modified: change_pte_range()
+  counts a PTE only after ptep_modify_prot_commit(), so a restamped PTE is neither in
+  numa_pte_updates nor in task_numa_work()'s scan_size budget (a range of only restamps uses up
+  the virtual budget alone), as the kernel's code has it.
+- The count is zeroed in init_numa_balancing(), which sched_fork() runs for every new task before
+  copy_mm(): p->mm is then still the creating task's mm, so in the kernel any fork or thread
+  creation by a task of the mm restarts its count (and dup_mm()'s copy gives a new process 0).
+  Here every thread of a process is created at its start and no modelled process forks another,
+  so the rule gives each mm a count of 0 at its start (state.allocate) and nothing later.
+- Instrumentation as the RFC's cover letter reports it (no kernel counter exists):
+  numa_should_migrate_calls counts the decision's calls (where the model calls it: the tiering
+  branch), numa_latency_rejects the folios it turned down for latency >= threshold, and
+  `hintlog` keeps a sample of (time, latency, threshold) per test (hint_latency_log).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from ._jit import jit, jit_inline
@@ -43,6 +85,12 @@ from .state import (
 from .vmstat import Vm
 
 MAX_SCAN_WINDOW_MB = 2560
+
+# enum HintFaultLatency (the hint_fault_latency knob)
+HINT_LATENCY_TIME = 0          # mainline: ms from the scan (or the previous hint fault) to this one
+HINT_LATENCY_FAULT_COUNT = 1   # RFC patch 1: hint faults of the mm in between
+
+PAGE_FAULT_COUNT_BUCKETS = 16  # RFC patch 1: the stamp keeps the count in buckets of 2**16 faults
 
 NUMA_MIGRATION_ADJUST_STEPS = 16
 
@@ -75,12 +123,81 @@ def pgdat_free_space_enough(s, p, nid):
 
 
 @jit_inline
+def access_time_mask(p):
+    """LAST_CPUPID_MASK: the folio field the access time (or the RFC's fault count) lives in."""
+    return (np.int64(1) << np.int64(p[P.ACCESS_TIME_BITS])) - 1
+
+
+@jit_inline
 def numa_hint_fault_latency(s, p, head, ms):
     """Time since the folio's access time was last stamped; re-stamps it with now (xchg)."""
-    mask = (np.int64(1) << np.int64(p[P.ACCESS_TIME_BITS])) - 1
+    mask = access_time_mask(p)
     last = np.int64(s.pages.stamp[head]) & mask
     s.pages.stamp[head] = np.uint32(ms & mask)
     return (ms - last) & mask
+
+
+@jit_inline
+def mm_fault_count(s, p, mm):
+    """atomic_read(&mm->hint_faults) as the 32-bit atomic_t it is, in full-size faults (the count
+    times the scale, docs/scaling.md)."""
+    c = s.mm[mm].hint_faults
+    if p[P.SCALE] != 1.0:
+        c = np.int64(c * p[P.SCALE])
+    return c & 0xFFFFFFFF
+
+
+@jit_inline
+def fault_count_stamp(p, count):
+    """What folio_xchg_fault_count() stores for `count`: count >> PAGE_FAULT_COUNT_BUCKETS, cut to
+    the field (folio_xchg_last_cpupid masks with LAST_CPUPID_MASK)."""
+    return np.uint32((count >> PAGE_FAULT_COUNT_BUCKETS) & access_time_mask(p))
+
+
+@jit_inline
+def numa_hint_fault_count_latency(s, p, head, count):
+    """RFC patch 1's numa_hint_fault_latency(folio, count): count - folio_xchg_fault_count(folio,
+    count), the exchanged stamp read back as stored << 16 in a 32-bit int; the difference as the
+    caller's unsigned int. Hint faults of the mm since the folio was stamped, to 65,536."""
+    last = ((np.int64(s.pages.stamp[head]) & access_time_mask(p)) << PAGE_FAULT_COUNT_BUCKETS) & 0xFFFFFFFF
+    s.pages.stamp[head] = fault_count_stamp(p, count)
+    return (count - last) & 0xFFFFFFFF
+
+
+@jit_inline
+def scan_stamp(s, p, mm, now):
+    """What change_prot_numa() stamps a slow-tier folio of mm `mm` with at `now`: the kernel's ms
+    (folio_xchg_access_time), or with hint_fault_latency=fault_count the mm's hint-fault count
+    (folio_xchg_fault_count)."""
+    if np.int64(p[P.HINT_FAULT_LATENCY]) == HINT_LATENCY_FAULT_COUNT:
+        return fault_count_stamp(p, mm_fault_count(s, p, mm))
+    return np.uint32(now_ms(p, now) & access_time_mask(p))
+
+
+@jit
+def hint_latency_log(s, now, latency, th, metric):
+    """Log (now, latency, threshold, metric) of one latency test, for every `hintlog_stride`-th test: the
+    tests logged are numbers 0, stride, 2*stride, ... When the log is full, every other row is
+    dropped and the stride doubles, so the log always covers the whole run in at most
+    HINT_LOG_ROWS rows (state.py), deterministically."""
+    g = s.sys[0]
+    if g.hintlog_skip > 0:
+        g.hintlog_skip -= 1
+        return
+    log = s.hintlog
+    n = g.nr_hintlog
+    if n == log.shape[0]:
+        n >>= 1
+        for i in range(n):
+            for k in range(4):
+                log[i, k] = log[2 * i, k]
+        g.hintlog_stride *= 2
+    log[n, 0] = now
+    log[n, 1] = latency
+    log[n, 2] = th
+    log[n, 3] = metric
+    g.nr_hintlog = n + 1
+    g.hintlog_skip = g.hintlog_stride - 1
 
 
 @jit
@@ -119,24 +236,33 @@ def numa_promotion_adjust_threshold(s, p, nid, rate_limit, ref_th, ms):
 
 
 @jit_inline
-def should_numa_migrate_memory(s, p, head, dst, nr, ms):
+def should_numa_migrate_memory(s, p, head, dst, nr, now, mm):
     """Tiering branch of should_numa_migrate_memory() for a folio on a slow-tier node, destination
-    `dst` (the faulting CPU's node): free-space shortcut, else hot-threshold latency test, else the
-    per-node promotion rate limit."""
+    `dst` (the faulting CPU's node), asked by a task of mm `mm` at `now`: free-space shortcut, else
+    the latency test (hint_fault_latency: ms against the adjusted hot threshold, or the RFC's hint
+    faults of the mm against fault_count_threshold), else the per-node promotion rate limit."""
     if s.pgdat[dst].managed == 0:
         return False
     if pgdat_free_space_enough(s, p, dst):
         s.pgdat[dst].nbp_threshold = 0
         s.counters[dst, Vm.PGPROMOTE_CANDIDATE_NRL] += nr
         return True
-    def_th = np.int64(p[P.HOT_THRESHOLD_MS])
+    ms = now_ms(p, now)
     rate_limit = rate_limit_pages(p)
-    numa_promotion_adjust_threshold(s, p, dst, rate_limit, def_th, ms)
-    th = s.pgdat[dst].nbp_threshold
-    if th == 0:
-        th = def_th
-    latency = numa_hint_fault_latency(s, p, head, ms)
+    metric = np.int64(p[P.HINT_FAULT_LATENCY])
+    if metric == HINT_LATENCY_FAULT_COUNT:
+        th = np.int64(p[P.FAULT_COUNT_THRESHOLD])
+        latency = numa_hint_fault_count_latency(s, p, head, mm_fault_count(s, p, mm))
+    else:
+        def_th = np.int64(p[P.HOT_THRESHOLD_MS])
+        numa_promotion_adjust_threshold(s, p, dst, rate_limit, def_th, ms)
+        th = s.pgdat[dst].nbp_threshold
+        if th == 0:
+            th = def_th
+        latency = numa_hint_fault_latency(s, p, head, ms)
+    hint_latency_log(s, now, latency, th, metric)
     if latency >= th:
+        s.counters[dst, Vm.NUMA_LATENCY_REJECTS] += 1
         return False
     return not numa_promotion_rate_limit(s, dst, rate_limit, nr, ms)
 
@@ -166,7 +292,38 @@ def task_scan_min_ms(p, rss):
     return max(floor, np.int64(p[P.SCAN_PERIOD_MIN_MS]) // nr_windows)
 
 
-TICK_NSEC = 4_000_000   # 1 s / HZ with HZ = 250, the kernel/Kconfig.hz default
+HZ = 250                        # the kernel/Kconfig.hz default
+TICK_NSEC = 1_000_000_000 // HZ
+MSEC_PER_JIFFY = 1000 // HZ
+
+
+@jit_inline
+def msecs_to_jiffies(ms):
+    """msecs_to_jiffies() for HZ dividing 1000: rounded up to whole jiffies."""
+    return (ms + MSEC_PER_JIFFY - 1) // MSEC_PER_JIFFY
+
+
+@jit_inline
+def jiffies_at(p, clock_ns):
+    """jiffies at virtual time `clock_ns`: ticks of the kernel's clock (F times faster at --scale F)
+    since time 0."""
+    if p[P.SCALE] == 1.0:
+        return clock_ns // TICK_NSEC
+    return np.int64(np.floor(clock_ns * p[P.SCALE] / TICK_NSEC))
+
+
+@jit_inline
+def jiffy_start(p, j):
+    """The virtual time (ns) of tick `j`: the first ns at which jiffies reads j."""
+    if p[P.SCALE] == 1.0:
+        return j * TICK_NSEC
+    return np.int64(np.ceil(j * TICK_NSEC / p[P.SCALE]))
+
+
+@jit_inline
+def kernel_ms_ns(p, ms):
+    """A duration of the kernel's ms (a scan period) as virtual ns: divided by the scale."""
+    return np.int64(ms * 1_000_000 / p[P.SCALE])
 
 
 def thread_node_stamps(kernel, threads_per_process, scale: float = 1.0) -> list[int]:
@@ -193,21 +350,29 @@ def thread_node_stamps(kernel, threads_per_process, scale: float = 1.0) -> list[
     return out
 
 
+def mm_first_scan_jiffies(kernel, mm_start_ns, scale: float = 1.0) -> list[int]:
+    """init_numa_balancing() for an mm's first task: mm->numa_next_scan = jiffies at its start +
+    msecs_to_jiffies(scan_delay), per mm (its start in virtual ns; jiffies of the kernel's clock,
+    F times faster at --scale F)."""
+    delay = (int(kernel.scan_delay_ms) + MSEC_PER_JIFFY - 1) // MSEC_PER_JIFFY
+    return [int(math.floor(int(t) * scale / TICK_NSEC)) + delay for t in mm_start_ns]
+
+
 @jit
-def task_scan_start_ns(s, p, mm):
+def task_scan_start_ms(s, p, mm):
     """task_scan_start() (no numa_group: task_scan_min) for the mm's RSS now (get_mm_rss: its
-    MM_ANONPAGES + MM_FILEPAGES counters): the kernel's integer ms, as simulated ns (divided by
-    the scale, docs/scaling.md)."""
-    return np.int64(task_scan_min_ms(p, get_mm_rss(s, mm)) * 1_000_000 / p[P.SCALE])
+    MM_ANONPAGES + MM_FILEPAGES counters), in the kernel's integer ms."""
+    return task_scan_min_ms(p, get_mm_rss(s, mm))
 
 
 @jit
-def change_prot_numa(s, start, end, stamp, skip_toptier, tiering):
+def change_prot_numa(s, start, end, stamp, skip_toptier, tiering, restamp):
     """change_prot_numa() over pages [start, end) of one VMA (change_pte_range() with
     MM_CP_PROT_NUMA): make each present, mapped PTE PROT_NONE unless it already is, its folio is on
     the top tier in tiering-only mode, or it is a dirty file folio (async migration would fail).
-    Slow-tier folios get their access time stamped (folio_xchg_access_time). Returns the number of
-    PTEs updated (numa_pte_updates)."""
+    Slow-tier folios get `stamp` (folio_xchg_access_time, or the RFC's folio_xchg_fault_count);
+    with `restamp` (RFC patch 2) one whose PTE is already PROT_NONE is stamped too and then left
+    alone. Returns the number of PTEs updated (numa_pte_updates)."""
     flags, flags2, node, pgdat = s.pages.flags, s.pages.flags2, s.pages.node, s.pgdat
     updated = 0
     for x in range(start, end):
@@ -219,12 +384,14 @@ def change_prot_numa(s, start, end, stamp, skip_toptier, tiering):
         if skip_toptier and pgdat[nid].tier == 0:
             continue
         f = flags[xu]
-        if f & PG_PROTNONE:
+        if (f & PG_PROTNONE) and not restamp:
             continue
         if (f & PG_DIRTY) and not (f2 & F2_ANON):
             continue
         if tiering and pgdat[nid].tier != 0:
             s.pages.stamp[xu] = stamp
+        if f & PG_PROTNONE:
+            continue               # patch 2: stamped, the PTE left as it is (no update, no flush)
         flags[xu] = f | PG_PROTNONE
         flags2[xu] = f2 & ~F2_PTE_WRITE        # pte_modify(PAGE_NONE): no write bit (memory.py)
         s.counters[nid, Vm.NUMA_PTE_UPDATES] += 1
@@ -250,7 +417,8 @@ def task_numa_work(s, p, mm, now):
     mode = np.int64(p[P.NUMA_BALANCING])
     pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))
     virtpages = pages * 8
-    stamp = np.uint32(now_ms(p, now) & ((np.int64(1) << np.int64(p[P.ACCESS_TIME_BITS])) - 1))
+    stamp = scan_stamp(s, p, mm, now)
+    restamp = p[P.SCAN_RESTAMP_PROTNONE] != 0
     skip_toptier = not (mode & NUMA_BALANCING_NORMAL)
     tiering = (mode & NUMA_BALANCING_MEMORY_TIERING) != 0
     nr_pages = s.pages.node.shape[0]
@@ -273,7 +441,7 @@ def task_numa_work(s, p, mm, now):
         x = max(x, vstart)
         while x < vend:
             end = min(vstart + ((x - vstart + pages + 511) & ~np.int64(511)), vend)
-            n = change_prot_numa(s, x, end, stamp, skip_toptier, tiering)
+            n = change_prot_numa(s, x, end, stamp, skip_toptier, tiering, restamp)
             updated += n
             walked += end - x
             if n > 0:
@@ -292,42 +460,72 @@ def task_numa_work(s, p, mm, now):
 
 
 @jit
-def task_tick_numa(s, p, task, runtime, now):
-    """task_tick_numa(), driven by the task's runtime: once it has run a scan period past its
-    node_stamp, the period is recomputed if this is the task's first tick (node_stamp still 0:
-    task_scan_start() for the mm's RSS *now*, after scan_delay of runtime, when the footprint is
-    resident), node_stamp moves on by the old period, and the scan work runs at the return to user
-    (here: right away) if the mm's numa_next_scan has come; task_numa_work() then sets the next
-    scan one (new) period ahead. Threads other than a process's first start with a staggered
-    node_stamp (init_numa_balancing) and so keep the scan_delay period. Returns the scan's cost."""
+def task_numa_work_tick(s, p, task, now):
+    """task_numa_work() as queued by task_tick_numa, run at the return to user at `now`: nothing
+    before the mm's numa_next_scan (jiffies); a task still at a zero period (scan_delay 0, a
+    staggered thread) takes task_scan_start(); the next scan is msecs_to_jiffies(period) ahead;
+    the task's node_stamp moves 2 ticks on (so that another thread of the mm wins the next time);
+    then the scan pass. Its own runtime, as sum_exec_runtime sees it (ticks that fall within it),
+    pushes node_stamp 32 times as far (the 3 % cap on scan overhead). Returns the cost."""
     t = s.task[task]
-    period = t.numa_scan_period
-    if runtime < t.numa_scan_stamp + period:
-        return 0.0
     mm = t.mm
-    if t.numa_scan_stamp == 0:
-        t.numa_scan_period = task_scan_start_ns(s, p, mm)
-    t.numa_scan_stamp += period
-    cost = 0.0
-    if now >= s.mm[mm].numa_next_scan:
-        if t.numa_scan_period == 0:
-            # task_numa_work(): a task still at a zero period (scan_delay 0, a staggered thread)
-            # takes task_scan_start() there
-            t.numa_scan_period = task_scan_start_ns(s, p, mm)
-        s.mm[mm].numa_next_scan = now + t.numa_scan_period
-        cost = task_numa_work(s, p, mm, now)
+    j = jiffies_at(p, now)
+    if j < s.mm[mm].numa_next_scan:
+        return 0.0
+    if t.numa_scan_period == 0:
+        t.numa_scan_period = task_scan_start_ms(s, p, mm)
+    s.mm[mm].numa_next_scan = j + msecs_to_jiffies(t.numa_scan_period)
+    t.numa_scan_stamp += np.int64(2 * TICK_NSEC / p[P.SCALE])
+    cost = task_numa_work(s, p, mm, now)
+    # sum_exec_runtime moves only at ticks: the scan's own runtime is the ticks within it
+    j_end = jiffies_at(p, now + np.int64(cost))
+    if j_end > j:
+        t.numa_scan_stamp += 32 * (jiffy_start(p, j_end) - jiffy_start(p, j))
     return cost
 
 
+@jit
+def task_tick_numa(s, p, task, runtime, j, now):
+    """task_tick_numa() at scheduler tick `j` (jiffies), at which the task has run `runtime` ns:
+    once its runtime is past node_stamp + the scan period, the period is recomputed if this is the
+    task's first time (node_stamp still 0: task_scan_start() for the mm's RSS *now*, after
+    scan_delay of runtime, when the footprint is resident), node_stamp moves on by the old period,
+    and if the tick's jiffies have reached the mm's numa_next_scan the scan work is queued; it runs
+    at the return to user (`now`, after the access the tick fell in). Threads other than a
+    process's first start with a staggered node_stamp (init_numa_balancing) and so keep the
+    scan_delay period. Returns the scan's cost."""
+    t = s.task[task]
+    period = kernel_ms_ns(p, t.numa_scan_period)
+    if runtime <= t.numa_scan_stamp + period:
+        return 0.0
+    if t.numa_scan_stamp == 0:
+        t.numa_scan_period = task_scan_start_ms(s, p, t.mm)
+    t.numa_scan_stamp += period
+    if j < s.mm[t.mm].numa_next_scan:
+        return 0.0
+    return task_numa_work_tick(s, p, task, now)
+
+
 @jit_inline
-def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache, allowed):
+def next_numa_tick(s, p, task, start, clock):
+    """The virtual time of the first scheduler tick after `clock` at which task_tick_numa would act
+    for the task: its runtime (runtime at `start`, the quantum's start, plus the clock since) past
+    node_stamp + the scan period. Ticks are the jiffies grid of the kernel's clock."""
+    t = s.task[task]
+    x = start + t.numa_scan_stamp + kernel_ms_ns(p, t.numa_scan_period) - t.runtime
+    return jiffy_start(p, jiffies_at(p, max(x, clock)) + 1)
+
+
+@jit_inline
+def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache, allowed, mm):
     """numa_migrate_check() + mpol_misplaced() for a folio reached by a hint fault or (page_cache:
     the RFC's vmf == NULL case) by folio_mark_accessed: count the event (numa_hint_faults[_local] or
     numa_hint_page_cache[_local]); with MPOL_F_MORON (the default policy, or a bind with
     MPOL_F_NUMA_BALANCING) the target is the CPU's node when should_numa_migrate_memory() agrees and
     the folio lives elsewhere; `allowed` False (mpol_misplaced: a MORON bind whose mask lacks the
-    CPU's node) stops before the decision. Returns it, or -1. Only
-    the tiering branch is modelled: tiering off, or a top-tier folio, gives -1. (The kernel keeps it
+    CPU's node) stops before the decision; `mm` is the asking task's (current->mm: whose hint-fault
+    count the RFC's decision reads). Returns it, or -1. Only the tiering branch is modelled:
+    tiering off, or a top-tier folio, gives -1 (and is not counted in numa_should_migrate_calls). (The kernel keeps it
     in mm/memory.c; it lives here beside the decision it asks, which hint faults (memory.py) and
     page-cache promotion both reach.)"""
     nid = s.pages.node[head]
@@ -341,6 +539,7 @@ def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache, allowed):
             s.counters[cpu_nid, Vm.NUMA_HINT_FAULTS_LOCAL] += 1
     if not allowed or not (np.int64(p[P.NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) or s.pgdat[nid].tier == 0:
         return -1
-    if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now_ms(p, now)) or cpu_nid == nid:
+    s.counters[cpu_nid, Vm.NUMA_SHOULD_MIGRATE_CALLS] += 1
+    if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now, mm) or cpu_nid == nid:
         return -1
     return cpu_nid

@@ -5,8 +5,8 @@ through page tables, READ/WRITE through read()/write() of the page cache -- and 
 (a load of a sequential stream through mmap: madvise(MADV_SEQUENTIAL), so a fault reads a
 readahead window; read() calls need no flag, readahead.py tells streams from their positions),
 SYSCALL_END (the system call returns after this page: task work
-runs), MARK (record the task's clock, e.g. at the end of a cycle), PAGE (a load copies the whole
-4 KiB page rather than one cache line).
+runs), MARK (record the task's clock, e.g. at the end of a cycle), PAGE (a load or a store copies the
+whole 4 KiB page rather than one cache line: a memcpy() source or destination).
 
 Control ops (bit 128, OP_CTRL) are not accesses: the low bits name a system call or event of the
 issuing task (CTRL_*) and the op's `page` slot carries its argument. The run loop leaves its fast
@@ -17,6 +17,10 @@ case at them as at a MARK (one mask test, no cost on the access path) and hands 
 - CTRL_BRK: arg = ctrl_arg(slot, npages): move the VMA's end to npages (grow, or shrink: zap the
   tail), as brk() moves a heap;
 - CTRL_EXIT: the task exits (do_exit); its mm's memory is torn down with its last task (exit_mmap).
+- CTRL_CPU: arg = ns of the task's own CPU work that touches no simulated memory (a server's
+  request parsing, its system calls' fixed part): the task's clock advances by arg. It is the one
+  control op the fast case takes in place (engine.fast_run: no stop, so a workload may put one
+  between every few accesses); the general case charges the same in mm.do_ctrl.
 """
 OP_LOAD = 0
 OP_STORE = 1
@@ -26,7 +30,7 @@ OP_KIND_MASK = 3
 OP_STREAM = 4        # a load of a sequential stream through mmap (VM_SEQ_READ)
 OP_SYSCALL_END = 8
 OP_MARK = 16
-OP_PAGE = 32         # a load through page tables that reads the whole 4 KiB page (not one line)
+OP_PAGE = 32         # a load/store through page tables of the whole 4 KiB page (not one line)
 OP_CTRL = 128        # a control op (below), not an access
 OP_STOP = OP_MARK | OP_CTRL   # ops the fast case leaves to the run loop
 
@@ -35,7 +39,9 @@ CTRL_MMAP = 1
 CTRL_MUNMAP = 2
 CTRL_BRK = 3
 CTRL_EXIT = 4
-CTRL_NAMES = {"mmap": CTRL_MMAP, "munmap": CTRL_MUNMAP, "brk": CTRL_BRK, "exit": CTRL_EXIT}
+CTRL_CPU = 5
+CTRL_NAMES = {"mmap": CTRL_MMAP, "munmap": CTRL_MUNMAP, "brk": CTRL_BRK, "exit": CTRL_EXIT, "cpu": CTRL_CPU}
+OP_CPU = OP_CTRL | CTRL_CPU   # the op byte of CPU work (its `page` slot holds the ns)
 CTRL_ARG_SHIFT = 32  # arg = (npages << 32) | slot
 
 

@@ -17,6 +17,7 @@ from ._jit import jit, jit_inline
 from .locks import i_pages_lock
 from .lru import folio_add_lru, lru_add_drain_cpu, workingset_refault
 from .params import P
+from .profile import K, charge
 from .mmzone import MAX_RECLAIM_RETRIES, take_pages, wakeup_kswapd, zone_watermark_ok
 from .reclaim import direct_reclaim
 from .state import (
@@ -158,6 +159,9 @@ def folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands):
     nid, cost = alloc_folio(s, p, r, cpu, head, nr, clock, scratch, cands)
     if nid < 0:
         return nid, head, nr, 0, cost
+    cost += charge(s, K.GET_PAGE_FROM_FREELIST, p[P.PAGE_ALLOC_NS] * nr)
+    if not anon and p[P.INIT_ON_ALLOC] != 0:
+        cost += charge(s, K.CLEAR_PAGE_ERMS, p[P.ZERO_PAGE_NS] * nr)     # want_init_on_alloc(): __GFP_ZERO
     nr_swapped = 0
     for i in range(nr):
         pg.order[head + i] = order           # a new folio: no MGLRU generation or refs
@@ -183,6 +187,6 @@ def filemap_add_folio(s, p, cpu, head, now):
     the mapping's xa_lock (__filemap_add_folio), then folio_add_lru(). Returns the cost in ns: the
     insertion (pagecache_insert_ns, which includes the lock's hold) and the waits for both locks."""
     wait = i_pages_lock(s, p, head, now)
-    cost = p[P.PAGECACHE_INSERT_NS] + wait
+    cost = charge(s, K.FILEMAP_ADD_FOLIO, p[P.PAGECACHE_INSERT_NS]) + wait
     cost += folio_add_lru(s, p, cpu, head, now + np.int64(wait + p[P.XA_LOCK_NS]))
     return cost

@@ -74,7 +74,7 @@ def promotion_candidate(s, p, task, cpu_nid, head, clock):
     cost = p[P.PROMOTION_CANDIDATE_NS]
     nr = folio_nr_pages(s, head)
     cost += p[P.NUMA_MIGRATE_CHECK_NS]
-    dst = numa_migrate_check(s, p, head, cpu_nid, nr, clock, True, True)
+    dst = numa_migrate_check(s, p, head, cpu_nid, nr, clock, True, True, s.task[task].mm)
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, clock):
         return cost
     if np.int64(p[P.PAGECACHE_PROMOTION_ORDER]) == PROMO_ORDER_ADD:

@@ -36,6 +36,10 @@ KNOB_NAMES = (
     "sched_wakeup_granularity_ns",
     "sched_tunable_scaling",          # SCHED_TUNABLESCALING_* (sched.py)
     "read_ahead_kb",
+    "hint_fault_latency",             # enum HintFaultLatency (numa_balancing.py): time or fault_count (RFC)
+    "fault_count_threshold",          # hint faults (RFC patch 1)
+    "scan_restamp_protnone",          # bool (RFC patch 2)
+    "init_on_alloc",
     "lru_gen",                        # /sys/kernel/mm/lru_gen/enabled caps (mglru.py LRU_GEN_*)
     "min_ttl_ms",                     # /sys/kernel/mm/lru_gen/min_ttl_ms
     "pagecache_promotion_lru_gen",    # enum LruGenPromo (mglru.py): candidates under MGLRU

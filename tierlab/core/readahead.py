@@ -53,6 +53,7 @@ from .blkdev import FILE_DEV, blk_submit
 from .ops import OP_SYSCALL_END
 from .page_alloc import filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
+from .profile import K, charge
 from .state import F2_PRESENT, FADV_RANDOM, FADV_SEQUENTIAL, folio_head, folio_nr_pages
 from .vmstat import Vm
 
@@ -132,13 +133,21 @@ def ra_add_folio(s, p, r, cpu, x, now, scratch, cands):
 
 
 @jit_inline
+def bio_cost(s, p, nr_pages):
+    """The submitting task's CPU work for a bio of nr_pages: bio_ns per request it is split into
+    (max_sectors_kb), submission and completion (submit_bio)."""
+    mx = s.blkdev[FILE_DEV].max_sectors_pages
+    return charge(s, K.SUBMIT_BIO, p[P.BIO_NS] * ((nr_pages + mx - 1) // mx))
+
+
+@jit_inline
 def read_one_folio(s, p, r, cpu, page, now, scratch, cands):
     """The folio of an absent `page` alone, read with one request (filemap_read_folio(), or a
     readahead of one page): inline, the common case of random reads. Returns (completion, ok, cost)."""
     nid, head, nr, cost = ra_add_folio(s, p, r, cpu, page, now, scratch, cands)
     if nid < 0:
         return np.int64(0), False, cost
-    return blk_submit(s, FILE_DEV, now + np.int64(cost), nr, False), True, cost
+    return blk_submit(s, FILE_DEV, now + np.int64(cost), nr, False), True, cost + bio_cost(s, p, nr)
 
 
 @jit
@@ -158,6 +167,7 @@ def ra_read(s, p, task, cpu, r, start, end, mark, now, scratch, cands):
         if page_present(s, x):
             if run >= 0:
                 done = max(done, blk_submit(s, FILE_DEV, now + np.int64(cost), x - run, False))
+                cost += bio_cost(s, p, x - run)
                 run = -1
             x = folio_head(s, x) + folio_nr_pages(s, folio_head(s, x))
             continue
@@ -172,6 +182,7 @@ def ra_read(s, p, task, cpu, r, start, end, mark, now, scratch, cands):
         x = head + nr
     if run >= 0:
         done = max(done, blk_submit(s, FILE_DEV, now + np.int64(cost), x - run, False))
+        cost += bio_cost(s, p, x - run)
     return done, marked, x, cost
 
 

@@ -51,6 +51,7 @@ from .migrate import batch_cost, move_isolated_folio
 from .mm import folio_unmapped_rss
 from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
 from .params import P
+from .profile import K, charge
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_GEN_ANON, LRU_GEN_FILE,
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MIN_NR_GENS, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED,
@@ -111,7 +112,7 @@ def shrink_active_list(s, p, nid, lru, nr_to_scan, now):
         s.pages.flags[x] |= PG_WORKINGSET
         lruvec_add_folio(s, x)
         s.counters[nid, Vm.PGDEACTIVATE] += nr
-        cost += p[P.RECLAIM_SCAN_NS]
+        cost += charge(s, K.SHRINK_ACTIVE_LIST, p[P.RECLAIM_SCAN_NS])
     s.counters[nid, Vm.PGREFILL] += scanned
     if n > 0:
         # isolate_lru_folios at the start of the work, move_folios_to_lru at its end
@@ -147,14 +148,15 @@ def reclaim_folio(s, p, nid, x, now):
     pageout(), asynchronous, so only the device's capacity is used, not reclaim's time). Returns
     (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
     nr = folio_nr_pages(s, x)
-    cost = p[P.RECLAIM_FREE_NS]
-    if s.pages.flags2[x] & F2_ANON:
-        if s.sys[0].nr_swap_used + nr > p[P.SWAP_SIZE]:
-            # add_to_swap() needs nr free entries; a large folio is not split here (simplified)
-            return 0, 0.0
+    anon = (s.pages.flags2[x] & F2_ANON) != 0
+    if anon and s.sys[0].nr_swap_used + nr > p[P.SWAP_SIZE]:
+        # add_to_swap() needs nr free entries; a large folio is not split here (simplified)
+        return 0, 0.0
+    cost = charge(s, K.SHRINK_FOLIO_LIST if anon else K.REMOVE_MAPPING, p[P.RECLAIM_FREE_NS])
+    if anon:
         s.sys[0].nr_swap_used += nr
         s.counters[nid, Vm.PSWPOUT] += nr
-        cost += p[P.SWAP_OUT_4K_NS] * nr
+        cost += charge(s, K.SWAP_WRITEPAGE, p[P.SWAP_OUT_4K_NS] * nr)
     else:
         if s.pages.flags[x] & PG_DIRTY:
             s.counters[nid, Vm.PGPGOUT] += nr * 4
@@ -190,7 +192,7 @@ def demote_folio(s, p, nid, x, now):
     elif s.pgdat[dst].free - nr < s.pgdat[dst].wmark[1]:
         wakeup_kswapd(s, p, dst, now)
     s.pages.flags[x] |= PG_ISOLATED
-    return nr, move_isolated_folio(s, p, x, dst, now)
+    return nr, charge(s, K.MIGRATE_PAGES, move_isolated_folio(s, p, x, dst, now))
 
 
 @jit_inline
@@ -269,7 +271,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             putback += 1
             continue
         reclaimed += got
-    cost += batch_cost(p, nr_demote_folios)
+    cost += charge(s, K.MIGRATE_PAGES, batch_cost(p, nr_demote_folios))
     if putback > 0:                                                     # move_folios_to_lru, at the end
         cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, putback))), putback)
     s.counters[nid, Vm.PGSTEAL_KSWAPD if kswapd else Vm.PGSTEAL_DIRECT] += reclaimed
@@ -296,7 +298,7 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
     s.counters[nid, Vm.PGSCAN_KSWAPD if kswapd else Vm.PGSCAN_DIRECT] += scanned
     s.counters[nid, Vm.PGSCAN_FILE if file else Vm.PGSCAN_ANON] += scanned
     cost = lru_lock(s, p, nid, now, n) if n > 0 else 0.0            # isolate_lru_folios
-    cost += p[P.RECLAIM_SCAN_NS] * n
+    cost += charge(s, K.SHRINK_FOLIO_LIST, p[P.RECLAIM_SCAN_NS] * n)
     return shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost)
 
 
@@ -320,8 +322,8 @@ def evict_folios(s, p, nid, swappiness, kswapd, now, scratch):
         scanned = 0
     cost = 0.0
     if n + nr_sorted > 0:
-        cost = lru_lock(s, p, nid, now, n + nr_sorted) + p[P.LRU_GEN_SORT_NS] * nr_sorted
-    cost += p[P.RECLAIM_SCAN_NS] * n
+        cost = lru_lock(s, p, nid, now, n + nr_sorted) + charge(s, K.EVICT_FOLIOS, p[P.LRU_GEN_SORT_NS] * nr_sorted)
+    cost += charge(s, K.SHRINK_FOLIO_LIST, p[P.RECLAIM_SCAN_NS] * n)
     if n == 0:
         return scanned, 0, cost
     reclaimed, cost = shrink_folio_list(s, p, nid, scratch, n, type == LRU_GEN_FILE, kswapd, now, cost)
@@ -353,8 +355,8 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
     # may_deactivate: inactive list low, or refault activations since the last pass
     act_anon = s.counters[nid, Vm.WORKINGSET_ACTIVATE_ANON]
     act_file = s.counters[nid, Vm.WORKINGSET_ACTIVATE_FILE]
-    deact_file = inactive_is_low(s, nid, True) or act_file != s.lruvec[nid].refaults[1]
-    deact_anon = anon_ok and (inactive_is_low(s, nid, False) or act_anon != s.lruvec[nid].refaults[0])
+    deact_file = inactive_is_low(s, p, nid, True) or act_file != s.lruvec[nid].refaults[1]
+    deact_anon = anon_ok and (inactive_is_low(s, p, nid, False) or act_anon != s.lruvec[nid].refaults[0])
     s.lruvec[nid].refaults[0] = act_anon
     s.lruvec[nid].refaults[1] = act_file
     if deact_file:
@@ -395,7 +397,7 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
             break
         scan_file = not scan_file
 
-    if anon_ok and (deact_anon or inactive_is_low(s, nid, False)):
+    if anon_ok and (deact_anon or inactive_is_low(s, p, nid, False)):
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX, now + np.int64(cost))
     elif scanned == 0 and s.lruvec[nid].lru_size[LRU_ACTIVE_FILE] > 0:
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX, now + np.int64(cost))

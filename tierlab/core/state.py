@@ -46,6 +46,11 @@ below.
     marks     int64[T, M] task clock at MARK ops
     counters  int64[N, NR_VMSTAT_ITEMS] vmstat events per node (vmstat.py)
     samples   int64[S, ncols] time-series rows (engine.take_sample)
+    hintlog   int64[HINT_LOG_ROWS, 4] a sample of should_numa_migrate_memory()'s latency tests:
+              (simulated ns, latency, threshold, HINT_LATENCY_* metric), every `hintlog_stride`-th test, the stride doubling
+              whenever the log fills (numa_balancing.hint_latency_log)
+    prof      float64[T + N, NR_KSYMS] simulated time per entity (tasks, then kswapds) and kernel
+              function (profile.py)
 
 List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs
 to know which list a folio is on (the kernel's list_head does the same). Lists: NR_LRU_LISTS per
@@ -59,6 +64,7 @@ from typing import NamedTuple
 
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
+from .profile import NR_KSYMS
 from .resource import calendar_array
 from .sched import KSWAPD_VRUNTIME_BOOT, cpu_task_lists
 
@@ -134,6 +140,7 @@ NO_PAGE = -2                        # "no previous page" in task.last_page and p
 # run status codes
 STATUS_DONE = 0
 STATUS_SAMPLES_FULL = 1
+HINT_LOG_ROWS = 4096    # rows of the latency-test log (numa_balancing.hint_latency_log), an even number
 STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
 STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_task/segv_page say which)
@@ -239,11 +246,12 @@ TASK_DTYPE = np.dtype([
     ("mm", np.int64),
     ("runtime", np.int64),           # ns of CPU time consumed (se.sum_exec_runtime)
     ("end", np.int64),               # CPU clock when the task last ran
+    ("clock_frac", np.float64),      # the fraction of a ns its accesses' costs left over (engine.advance)
     ("last_page", np.int64),         # previous page read()/written (stream continuity, pos_same_folio)
     ("call_start", np.int64),        # 1 when the task's next access starts a new system call
     ("promo_count", np.int64),       # pages on the promotion list (current->promo_count)
     ("numa_scan_stamp", np.int64),   # curr->node_stamp: runtime ns the scan period counts from
-    ("numa_scan_period", np.int64),  # ns (p->numa_scan_period); scan_delay until the first tick
+    ("numa_scan_period", np.int64),  # ms of the kernel's clock (p->numa_scan_period); scan_delay until the first tick
     ("nr_marks", np.int64),
     ("vruntime", np.int64),          # se.vruntime, ns (sched.py)
     ("on_rq", np.int64),             # 1 while enqueued on its CPU's runqueue
@@ -275,10 +283,10 @@ TASK_DTYPE = np.dtype([
 ], align=True)
 
 MM_DTYPE = np.dtype([
-    ("numa_next_scan", np.int64),    # mm->numa_next_scan, ns
+    ("numa_next_scan", np.int64),    # mm->numa_next_scan, jiffies (numa_balancing.jiffies_at)
     ("numa_scan_offset", np.int64),  # mm->numa_scan_offset, a page id
     ("numa_scan_seq", np.int64),     # mm->numa_scan_seq: completed passes over the address space
-    ("numa_hint_faults", np.int64),  # hint faults taken in this mm (for the hint-fault-count RFC)
+    ("hint_faults", np.int64),       # mm->hint_faults of the fault-count RFC: do_numa_page() calls in this mm
     ("users", np.int64),             # mm->mm_users: live tasks; exit_mmap when the last one exits
     ("rss_anon", np.int64),          # MM_ANONPAGES: anon pages mapped (the zero page is not counted)
     ("rss_file", np.int64),          # MM_FILEPAGES: page-cache pages mapped by the mm's PTEs
@@ -318,6 +326,10 @@ SYS_DTYPE = np.dtype([
     ("rng", np.uint64),              # xorshift state
     ("segv_task", np.int64),         # STATUS_SEGV: the task and page of the access no VMA maps
     ("segv_page", np.int64),
+    ("nr_hintlog", np.int64),        # rows filled in `hintlog`
+    ("hintlog_stride", np.int64),    # one latency test in this many is logged
+    ("hintlog_skip", np.int64),      # tests to pass over before the next logged one
+    ("current", np.int64),           # the entity running (task t, node n's kswapd T + n): profile.charge
     ("oom_min_ttl_node", np.int64),  # STATUS_OOM from kswapd: min_ttl_ms protected this node's working set (-1)
 ], align=True)
 
@@ -364,6 +376,8 @@ class SimState(NamedTuple):
     marks: np.ndarray
     counters: np.ndarray
     samples: np.ndarray
+    hintlog: np.ndarray
+    prof: np.ndarray      # float64[T + N, NR_KSYMS]: ns per entity and kernel function (profile.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -377,9 +391,9 @@ def page_state_bytes(nr_pages: int) -> int:
 
 def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_order, managed, wmark,
              tier, node_cpus, zonelists, demotion_targets, mem, cpu_nodes, task_cpu, kswapd_cpu, nr_marks,
-             nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ns, seed,
+             nr_counters, sample_cols, sample_rows, first_sample_ns, scan_delay_ms, seed,
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
-             task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_policy=None,
+             task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_next_scan=None, mm_policy=None,
              region_advice=None, devices=(), task_iodepth=None, dev_bin_ns=1 << 16) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
@@ -391,8 +405,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     (those that run tasks, then those only a kswapd runs on: sched.place_kswapds); task_cpu /
     task_mm / task_start / task_node_stamp: per task its CPU, mm, start time (ns) and initial
     node_stamp (init_numa_balancing's stagger of a process's later threads); kswapd_cpu: the CPU
-    of each node's kswapd; mm_start / mm_policy: per mm its start time and task policy (mode,
-    flags, nodemask). Without the optional arguments: one mm that maps every region, all tasks in
+    of each node's kswapd; mm_start / mm_next_scan / mm_policy: per mm its start time, its first
+    numa_next_scan (jiffies: numa_balancing.mm_first_scan_jiffies) and task policy (mode, flags,
+    nodemask); scan_delay_ms: every task's first numa_scan_period. Without the optional arguments: one mm that maps every region, all tasks in
     it from time 0 (the old layout).
     task_iodepth: each task's I/O engine (0 synchronous); region_advice: per region FADV_*;
     devices: per block device a dict of BLKDEV_DTYPE's figures, with capacity calendars of
@@ -456,7 +471,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     task["mm"] = 0 if task_mm is None else task_mm
     task["start"] = 0 if task_start is None else task_start
     task["numa_scan_stamp"] = 0 if task_node_stamp is None else task_node_stamp
-    task["numa_scan_period"] = scan_delay_ns     # init_numa_balancing: p->numa_scan_period = scan_delay
+    task["numa_scan_period"] = scan_delay_ms     # init_numa_balancing: p->numa_scan_period = scan_delay
     cpu["first_task"], task["next_on_cpu"] = cpu_task_lists(task_cpu, C)
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
@@ -471,7 +486,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     M = 1 if mm_start is None else len(mm_start)
     mm = np.zeros(M, MM_DTYPE)
     # init_numa_balancing() for an mm's first task: the first scan no earlier than scan_delay after it
-    mm["numa_next_scan"] = (0 if mm_start is None else np.asarray(mm_start, np.int64)) + scan_delay_ns
+    from .numa_balancing import MSEC_PER_JIFFY
+    first_scan = -(-scan_delay_ms // MSEC_PER_JIFFY)            # msecs_to_jiffies(scan_delay) after time 0
+    mm["numa_next_scan"] = first_scan if mm_next_scan is None else np.asarray(mm_next_scan, np.int64)
     mm["users"] = np.bincount(task["mm"], minlength=M)[:M]
     mm["policy_flags"] = MPOL_F_MOF | MPOL_F_MORON      # default_policy: local, MOF | MORON
     for i, pol in enumerate(mm_policy or ()):
@@ -479,6 +496,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     sysrec = np.zeros(1, SYS_DTYPE)
     sysrec["next_sample"] = first_sample_ns
     sysrec["segv_task"] = -1
+    sysrec["hintlog_stride"] = 1
     sysrec["oom_min_ttl_node"] = -1
     sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
     # record arrays viewed as np.recarray: `s.pgdat[nid].free` then reads and writes the same way in
@@ -490,7 +508,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     cpu=rec(cpu), task=rec(task), mm=rec(mm), blkdev=rec(blkdev), devcal=devcal, sys=rec(sysrec),
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
-                    samples=np.zeros((sample_rows, sample_cols), np.int64))
+                    samples=np.zeros((sample_rows, sample_cols), np.int64),
+                    hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64),
+                    prof=np.zeros((T + N, NR_KSYMS), np.float64))
 
 
 def copy_state(s: SimState) -> SimState:

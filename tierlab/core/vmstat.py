@@ -65,6 +65,10 @@ class Vm(IntEnum):
     PROMOTE_DEFERRED_PAGES = 43      # candidates put back because the per-task cap (promo_count) was hit
     PROMOTE_PUTBACK_PAGES = 44       # isolated candidates put back to the LRU because migration failed
     OOM_KILL = 45
+    # the hint-fault latency RFC's instrumentation (seed 002): should_numa_migrate_memory() calls that
+    # reach the tiering decision, and those it rejects because the latency >= the threshold
+    NUMA_SHOULD_MIGRATE_CALLS = 46
+    NUMA_LATENCY_REJECTS = 47
 
 
 VMSTAT_NAMES = tuple(v.name.lower() for v in Vm)

@@ -47,8 +47,10 @@ MODEL_GUEST_SETTINGS = {
 # nokaslr: with physical KASLR the kernel image lands on node 0 or node 1 by chance, and node 0's
 # managed memory changed by 15% between boots.
 CMDLINE = ("console=ttyS0 quiet loglevel=1 panic=-1 nokaslr transparent_hugepage=never init_on_alloc=0")
-# Knobs the model has that Linux 6.12 has not (the page-cache promotion RFC): only their defaults run.
-NOT_IN_KERNEL = ("pagecache_promotion_enabled", "pagecache_promotion_cap", "pagecache_promotion_order")
+# Knobs the model has that Linux 6.12 has not (the page-cache promotion RFC, the hint-fault-count RFC):
+# only their defaults run.
+NOT_IN_KERNEL = ("pagecache_promotion_enabled", "pagecache_promotion_cap", "pagecache_promotion_order",
+                 "hint_fault_latency", "fault_count_threshold", "scan_restamp_protnone")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,8 +18,10 @@ def _policy(value: tuple[str, tuple[int, ...]]) -> str:
 
 
 def _file_read(w, seed: int):
+    # The guest reads in the model's call length (task work, so page-cache promotion, runs once a
+    # call); its buffer is then a call long, not the model's buffer divided by --scale.
     files = {f"file{t}": w.file_pages * PAGE_SIZE for t in range(w.tasks)}
-    args = {"file_size": w.file_pages * PAGE_SIZE, "read_size": w.buffer_pages * PAGE_SIZE,
+    args = {"file_size": w.file_pages * PAGE_SIZE, "read_size": w.pages_per_call * PAGE_SIZE,
             "cycles": w.cycles, "tasks": w.tasks, "file_policy": _policy(w.file_policy),
             "buffer_policy": _policy(w.buffer_policy), "warmup": w.warmup}
     return "file-read", args, files

@@ -75,7 +75,7 @@ def list_reproductions() -> list[Reproduction]:
 
 
 def _load_all() -> None:
-    from . import pagecache_promotion  # noqa: F401  (registers itself)
+    from . import hint_fault, hint_fault_memtier, mglru_fio, pagecache_promotion  # noqa: F401  (register themselves)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,10 +58,8 @@ DRAM, CXL = 0, 1
 
 def calibrate(machine: Machine, target_dram: float, target_cxl: float, scale: float = 16.0, iters: int = 3):
     """Fit seq_4k_ns of the DRAM and CXL nodes to the two baseline columns (secant method on runs at
-    `scale`; per-page costs do not depend on the file size). The engine charges whole ns per access,
-    so the cycle time is a staircase in seq_4k_ns with steps of ~0.3 %: the secant stops once within
-    0.05 % of the target, and the best point tried is kept (a secant across one step would jump
-    far away)."""
+    `scale`; per-page costs do not depend on the file size). The secant stops once within 0.05 %
+    of the target, and the best point tried is kept."""
     m = machine.scaled(scale)
     for node, target in ((DRAM, target_dram), (CXL, target_cxl)):
         def f(x):

@@ -6,11 +6,13 @@ from .anon_pressure import AnonPressure
 from .base import Chunk, Process, Region, Workload
 from .file_read import FileRead
 from .fio import Fio
+from .hot_chunks import HotChunks
+from .memtier import Memtier
 from .random_read import RandomRead
 from .trace import TraceWorkload
 
 WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, Fio, RandomRead, AnonPressure,
-                                                              TraceWorkload)}
+                                                              HotChunks, TraceWorkload, Memtier)}
 
 
 def register(cls: type[Workload]) -> type[Workload]:

@@ -4,8 +4,10 @@ Each of `numjobs` jobs is a process with one thread (fio forks a process per job
 issues I/Os of `bs` bytes -- one read()/write() call (pread/pwrite) each, or one io_uring request
 -- over its file: its own file of `size` bytes (fio's default, jobname.N.0), or one shared file when
 `filename` is given. The pattern is fio's `rw`: read / write (sequential from the file's start),
-randread / randwrite (every block once per pass in a random order, like fio's random map), rw /
-readwrite and randrw (each I/O a read with probability rwmixread %). `loops` passes, or with
+randread / randwrite (every block once per pass in a random order, like fio's random map; with
+norandommap=1 each I/O's block is drawn uniformly, so blocks repeat within a pass as they do for
+fio's norandommap and t/io_uring), rw / readwrite and randrw (each I/O a read with probability
+rwmixread %). `loops` passes, or with
 time_based=1 passes until `runtime` is over. `runtime` also stops a job that has not finished.
 
 The kernel side is tierlab's: buffered I/O only (direct=0; O_DIRECT is not modelled and direct=1 is
@@ -104,6 +106,7 @@ class Fio(Workload):
                          "job runtime (e.g. 10, 500ms, 2m); needed by time_based"),
         "loops": int_param(1, "passes over the file (without time_based)", lo=1),
         "file_policy": policy_param("default", "memory policy of the page cache, e.g. bind:1 (numactl --membind)"),
+        "norandommap": int_param(0, "1: random blocks drawn uniformly, repeats allowed (no random map)", lo=0, hi=1),
         "log_ios": int_param(1024, "a MARK every log_ios I/Os of each job (the throughput log)", lo=1),
     }
     access_params = ("size", "numjobs", "loops")
@@ -178,11 +181,12 @@ class Fio(Workload):
             per = min(per, MAX_IOS_PER_CHUNK)
         total = None if self.time_based else self.loops * self.nblocks
         rngs = [np.random.default_rng([seed, j, 1]) for j in range(T)]
+        offs = [np.random.default_rng([seed, j, 3]) for j in range(T)]     # norandommap's offsets
         done = 0                      # I/Os generated per job so far (the same for every job)
         first = True
         while total is None or done < total:
             n = per if total is None else min(per, total - done)
-            parts = [self._ios(j, done, n, seed, rngs[j]) for j in range(T)]
+            parts = [self._ios(j, done, n, seed, rngs[j], offs[j]) for j in range(T)]
             chunk = Chunk(np.arange(T + 1, dtype=np.int64) * n * bsp,
                           np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]),
                           start_phase=first, runtime_ns=self.runtime if first else None)
@@ -213,13 +217,16 @@ class Fio(Workload):
                 offs.append(offs[-1] + (hi - lo if j in readers else 0))
             yield Chunk(np.array(offs, np.int64), np.concatenate(pages), np.concatenate(ops))
 
-    def _ios(self, job: int, start: int, n: int, seed: int, rng) -> tuple[np.ndarray, np.ndarray]:
-        """Pages and ops of I/Os [start, start + n) of a job's stream."""
+    def _ios(self, job: int, start: int, n: int, seed: int, rng, offs) -> tuple[np.ndarray, np.ndarray]:
+        """Pages and ops of I/Os [start, start + n) of a job's stream (`offs`: the job's generator of
+        norandommap offsets, drawn in stream order)."""
         random, reads = RW[self.rw]
         nb, bsp = self.nblocks, self.bs_pages
         j = np.arange(start, start + n, dtype=np.int64)
         idx = j % nb
-        if random:
+        if random and self.norandommap:
+            blocks = offs.integers(0, nb, n, dtype=np.int64)
+        elif random:
             blocks = np.empty(n, np.int64)
             passes = j // nb
             for ps in np.unique(passes):

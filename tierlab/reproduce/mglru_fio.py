@@ -1,0 +1,258 @@
+"""Seed 003: random 4 KiB buffered reads (fio/io_uring) of a file twice the memory, classic LRU vs
+MGLRU: throughput before and after the page cache fills, kswapd's CPU, activations, and the CPU
+profile by kernel function.
+
+The setup, from the seed (Yu Zhao, 'Re: [PATCH v2 00/16] Multigenerational LRU Framework', lkml
+2021-04-14): 200 GB of memory, a 400 GB file, Jens Axboe's fio/io_uring test -- one process
+(the profiles' comm is `io_uring`, t/io_uring's; Dave Chinner's top shows one fio process at
+99.7 %), random 4 KiB buffered reads of a fast device. Here: one node of 200 GiB with one kswapd on
+a CPU of its own (the node's other CPUs are idle, so the scheduler puts kswapd there), one fio job
+with ioengine=io_uring, iodepth=128 (t/io_uring's default depth), norandommap=1 (t/io_uring draws
+offsets uniformly: blocks repeat, which is what makes pages "accessed multiple times"),
+fadvise_hint=1 (POSIX_FADV_RANDOM: no readahead), the machine's NVMe device (900K IOPS: 2.1 GB/s is
+512K IOPS, so the job is CPU-bound, not device-bound), init_on_alloc=1 (the profile's
+clear_page_erms). The run is cut into slices of SLICE_S (full-size seconds): throughput and
+profile per slice, so "before" is the first BEFORE_S after the start ("initially doing 2.1GB/sec")
+and "after" the slices from SETTLE_S after the fill to the end.
+
+What is calibrated (mainline column only), and how (fit_costs()): the per-call costs of the reader's
+kernel functions are proportional to the seed's mainline io_uring profile (data/mglru_fio_profile.csv:
+each function's share divided by its calls per I/O at the model's own after-fill hit ratio and
+activation rate), scaled so that an all-miss I/O -- the start of the run -- costs what the seed's
+before-fill 2.1 GB/s gives (1.95 us). The profile's unlisted 35.6 % (the top 11 symbols and
+mark_page_accessed are all it gives) is charged per I/O (syscall_ns: io_uring's request issue and
+completion); page_cache_ra_unbounded per miss (bio_ns). kswapd: reclaim_free_ns (__remove_mapping)
+is fitted so that __remove_mapping : shrink_active_list is the seed's 57.65 : 6.53 with
+reclaim_scan_ns at its default. The constants live in core/costs.py SEED003_COSTS. Lock waits
+(the lru lock, the mapping's xa_lock) are not fitted: they come out of core/locks.py.
+
+Predicted: the after-fill throughput, the lru lock's share, kswapd's CPU share, and every MGLRU figure.
+At --scale F the machine and the file are F times smaller and so is time (docs/scaling.md):
+throughput is bytes per simulated second, unchanged; slice times are full-size seconds / F.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..api import Simulation
+from ..core.costs import COSTS, SEED003_COSTS
+from ..kernel import KNOBS, Kernel
+from ..machine import Machine
+from ..workloads import make_workload
+from . import published, register, table
+
+MEM = "200GiB"
+FILE_RATIO = 2.0
+SLICE_S = 10.0          # full-size seconds per slice
+RUNTIME_S = 300.0       # full-size seconds of the whole run
+BEFORE_S = 20.0         # "initially": the first 20 s (at most ~10 % of the file cached)
+SETTLE_S = 40.0         # after the fill, steady from here on
+RATIOS = (1.1, 1.5, 2.0, 3.0, 4.0, 8.0)
+E_MAIN = "mglru-fio-mainline"
+E_MGLRU = "mglru-fio-mglru"
+
+
+def seed003_machine(scale: float = 1.0, seq_4k_ns: float | None = None) -> Machine:
+    """One 200 GiB node; the copy cost of a page (seq_4k_ns) is calibrated (SEED003_COSTS), the rest
+    assumed like the other DRAM presets (docs/machines.md); the default NVMe device."""
+    seq = SEED003_COSTS.get("seq_4k_ns", 250.0) if seq_4k_ns is None else seq_4k_ns
+    return Machine.from_dict({
+        "name": "seed003-200g", "description": "seed 003: one 200 GiB node, one fio/io_uring job and kswapd",
+        "nodes": [{"name": "dram0", "capacity": MEM, "cpus": 32, "adistance": 576, "seq_4k_ns": seq,
+                   "rand_line_ns": 100.0, "write_line_ns": 110.0, "bandwidth_GBps": 100.0}]}).scaled(scale)
+
+
+def engine_costs(extra: dict | None = None) -> dict:
+    """SEED003_COSTS without the machine's figure, for Simulation(costs=...)."""
+    c = {k: v for k, v in SEED003_COSTS.items() if k in COSTS}
+    return c | (extra or {})
+
+
+class Slices:
+    """One simulation of the seed's test, run in slices of SLICE_S full-size seconds: per slice the
+    I/Os completed, the counters, and the profile's array, so any window of the run has its own
+    throughput and profile."""
+
+    def __init__(self, scale, ratio=FILE_RATIO, costs=None, seq_4k_ns=None, seed=0, **knobs):
+        self.scale = scale
+        self.ratio = ratio
+        self.seed = seed
+        size = f"{int(round(200 * ratio * 1024))}MiB"
+        self.params = {"rw": "randread", "bs": "4k", "size": size, "numjobs": 1, "ioengine": "io_uring",
+                       "iodepth": 128, "norandommap": 1, "time_based": 1, "log_ios": 1 << 30}
+        w = self._workload(0)
+        self.sim = Simulation(seed003_machine(scale, seq_4k_ns), Kernel(init_on_alloc=1, **knobs), w, seed=seed,
+                              costs=engine_costs(costs), sample_interval_ms=1e9)
+        self.t = [0.0]
+        self.ios = [0]
+        self.snap = [self._snap()]
+
+    def _workload(self, k):
+        runtime_ns = max(1, int(SLICE_S * 1e9 / self.scale))
+        return make_workload("fio", self.params | {"runtime": f"{runtime_ns / 1000:.3f}us"}, scale=self.scale)
+
+    def _snap(self):
+        s = self.sim.state
+        return {"counters": s.counters.sum(axis=0).copy(), "prof": s.prof.copy(),
+                "runtime": np.concatenate([s.task["runtime"], s.pgdat["kswapd_runtime"]]).astype(np.float64),
+                "lru": s.lruvec["lru_size"][0].copy(), "free": int(s.pgdat["free"][0])}
+
+    def run(self, runtime_s=RUNTIME_S):
+        """Slices until `runtime_s` full-size seconds and at least SETTLE_S + 100 s past the fill (a
+        file barely larger than memory fills slowly), at most 5 x runtime_s."""
+        k = len(self.t) - 1
+        while k * SLICE_S < 5 * runtime_s:
+            fill = self.fill_s()
+            if k * SLICE_S >= runtime_s and fill == fill and k * SLICE_S >= fill + SETTLE_S + 100.0:
+                break
+            w = self._workload(k)
+            self.sim.run(w.chunks(self.seed * 1000 + k))
+            self.ios.append(self.ios[-1] + int(self.sim.state.task["clat_hist"].sum()))
+            k += 1
+            self.t.append(k * SLICE_S)
+            self.snap.append(self._snap())
+        return self
+
+    def fill_s(self) -> float:
+        """Full-size seconds at which reclaim began (the end of the first slice that reclaimed)."""
+        from ..core.vmstat import Vm
+        for i, sn in enumerate(self.snap):
+            if sn["counters"][Vm.PGSTEAL_KSWAPD] + sn["counters"][Vm.PGSTEAL_DIRECT] > 0:
+                return self.t[i]
+        return float("nan")
+
+    def window(self, t0, t1) -> dict:
+        """Throughput, counters per I/O, kswapd's CPU share and the profile over [t0, t1) full-size s."""
+        from ..core.profile import KSYMS, NOT_CPU
+        from ..core.vmstat import VMSTAT_NAMES
+        i0 = int(np.searchsorted(self.t, t0))
+        i1 = int(np.searchsorted(self.t, t1))
+        a, b = self.snap[i0], self.snap[i1]
+        ios = self.ios[i1] - self.ios[i0]
+        secs = self.t[i1] - self.t[i0]
+        dc = pd.Series(b["counters"] - a["counters"], index=list(VMSTAT_NAMES))
+        dp = b["prof"] - a["prof"]
+        dr = b["runtime"] - a["runtime"]
+        notcpu = [KSYMS.index(k) for k in NOT_CPU]
+        prof = {}
+        for e, name in ((0, "io_uring"), (1, "kswapd")):
+            cpu = dr[e] - dp[e, notcpu].sum()
+            prof[name] = {fn: (100.0 * dp[e, i] / cpu if cpu > 0 else 0.0) for i, fn in enumerate(KSYMS)}
+            prof[name]["other"] = 100.0 * (dr[e] - dp[e].sum()) / cpu if cpu > 0 else 0.0
+        sim_s = secs / self.scale              # simulated seconds: the file and the time are F x smaller
+        return {"GBps": ios * 4096 / sim_s / 1e9, "ios": ios, "seconds": secs, "counters": dc,
+                "hit_ratio": 1.0 - dc["pgpgin"] / 4 / ios if ios else float("nan"),
+                "activations_per_io": dc["pgactivate"] / ios if ios else float("nan"),
+                "kswapd_cpu_share": dr[1] / (sim_s * 1e9), "profile": prof}
+
+    def before(self) -> dict:
+        return self.window(0.0, BEFORE_S)
+
+    def after(self) -> dict:
+        t0 = min(self.fill_s() + SETTLE_S, self.t[-1] - SLICE_S)
+        return self.window(t0, self.t[-1])
+
+
+def fit_costs(h: float, a: float, deact_per_steal: float, xa_wait_per_steal: float,
+              before_GBps: float = 2.1, profile: pd.DataFrame | None = None) -> dict:
+    """Per-call costs of the reader's kernel functions from the seed's mainline io_uring profile
+    (shares, % of the reader's CPU after the fill) at the model's after-fill hit ratio h and
+    activations per I/O a, scaled so that an all-miss I/O costs 4096 / before_GBps ns. kswapd's
+    reclaim_free_ns from the seed's __remove_mapping : shrink_active_list ratio given the model's
+    deactivations and xa_lock wait per reclaimed page. See the module docstring."""
+    pr = (profile if profile is not None else published("mglru_fio_profile.csv")).set_index("function").pct
+    lookup = pr["xas_load"] + pr["filemap_get_read_batch"] + pr["xas_start"]
+    per_miss = {"pagecache_insert_ns": pr["__add_to_page_cache_locked"], "zero_page_ns": pr["clear_page_erms"],
+                "page_alloc_ns": pr["get_page_from_freelist"], "bio_ns": pr["page_cache_ra_unbounded"]}
+    unlisted = 100.0 - pr.sum()
+    per_io = {"syscall_ns": pr["filemap_read"] + unlisted, "copy": pr["_copy_to_iter"],
+              "fma_ns": pr["mark_page_accessed"]}
+    # shares per call, in units of the after-fill I/O time T_a / 100
+    unit = {k: v for k, v in per_io.items()}
+    unit["pagecache_lookup_ns"] = lookup / (2.0 - h)              # a hit looks up once, a miss twice
+    unit |= {k: v / (1.0 - h) for k, v in per_miss.items()}
+    unit["activate_ns"] = pr["__activate_page"] / a if a > 0 else 0.0
+    # an all-miss I/O: every per-I/O and per-miss call, two lookups, no activation, no lock wait
+    miss_units = sum(per_io.values()) + 2 * unit["pagecache_lookup_ns"] + sum(unit[k] for k in per_miss)
+    t_before = 4096.0 / before_GBps
+    t_after = t_before * 100.0 / miss_units
+    c = {k: v * t_after / 100.0 for k, v in unit.items()}
+    copy = c.pop("copy")
+    c["seq_4k_ns"] = copy - 100.0       # the machine's rand_line_ns is charged as the stream break
+    ratio = 57.65 / 6.53
+    c["reclaim_free_ns"] = max(0.0, ratio * COSTS["reclaim_scan_ns"][0] * deact_per_steal - xa_wait_per_steal)
+    c["t_after_profile_ns"] = t_after
+    return c
+
+
+def fit(scale: float = 1024.0, iters: int = 2, costs: dict | None = None) -> dict:
+    """Fit SEED003_COSTS: run mainline, read h, a and kswapd's figures after the fill, refit (start:
+    h = 0.5, a = 0.25, one deactivation per reclaimed page)."""
+    c = dict(costs or SEED003_COSTS or fit_costs(0.5, 0.25, 1.0, 0.0))
+    for _ in range(iters):
+        run = Slices(scale, costs={k: v for k, v in c.items() if k in COSTS}, seq_4k_ns=c.get("seq_4k_ns")).run()
+        af = run.after()
+        dc = af["counters"]
+        steal = max(1, dc["pgsteal_kswapd"])
+        xa = af["profile"]["kswapd"]["spin(xa_lock)"] / 100.0 * (af["kswapd_cpu_share"] * af["seconds"] * 1e9
+                                                                 / scale) / steal
+        c = fit_costs(af["hit_ratio"], af["activations_per_io"], dc["pgdeactivate"] / steal, xa)
+    return c
+
+
+def _metrics(run: Slices) -> dict:
+    b, a = run.before(), run.after()
+    io, ks = a["profile"]["io_uring"], a["profile"]["kswapd"]
+    return {"before_fill_GBps": b["GBps"], "after_fill_GBps": a["GBps"],
+            "mark_page_accessed_pct": io["mark_page_accessed"], "lru_lock_pct": io["spin(lru_lock)"],
+            "activate_page_pct": io["__activate_page"],
+            "shrink_active_list_pct_kswapd": ks["shrink_active_list"],
+            "remove_mapping_pct_kswapd": ks["__remove_mapping"] + ks["spin(xa_lock)"],
+            "_kswapd_cpu_share": a["kswapd_cpu_share"], "_pgactivate_per_io": a["activations_per_io"],
+            "_hit_ratio": a["hit_ratio"], "_fill_s": run.fill_s(), "_xa_lock_pct": io["spin(xa_lock)"]}
+
+
+def has_lru_gen() -> bool:
+    return "lru_gen" in KNOBS
+
+
+@register("mglru-fio",
+          "seed 003: fio/io_uring random 4 KiB buffered reads of a 400 GB file on 200 GB, classic LRU (and MGLRU "
+          "when the lru_gen knob exists): throughput before/after the fill, kswapd CPU, activations, profile; "
+          "file/memory ratio sweep", default_scale=1024.0)
+def reproduce(scale: float = 1024.0, progress: bool = False, jobs: int | None = None, sweep: bool = True):
+    pub = published("mglru_fio.csv")
+    sim = {}
+    cal = {(E_MAIN, m) for m in ("before_fill_GBps", "mark_page_accessed_pct", "activate_page_pct",
+                                 "shrink_active_list_pct_kswapd", "remove_mapping_pct_kswapd")}
+    main = _metrics(Slices(scale).run())
+    sim |= {(E_MAIN, k): v for k, v in main.items() if not k.startswith("_")}
+    out_attrs = {"mainline": {k.lstrip("_"): v for k, v in main.items()}}
+    if has_lru_gen():
+        mg = _metrics(Slices(scale, lru_gen=7).run())      # CONFIG_LRU_GEN_ENABLED=y (the seed)
+        sim |= {(E_MGLRU, k): v for k, v in mg.items() if not k.startswith("_")}
+        out_attrs["mglru"] = {k.lstrip("_"): v for k, v in mg.items()}
+    else:
+        out_attrs["mglru"] = "not run: this tree has no lru_gen knob (the MGLRU model, branch mglru)"
+    out = table(pub, sim, calibrated=cal)
+    out.attrs.update(out_attrs)
+    out.attrs["scale"] = scale
+    out.attrs["costs"] = dict(SEED003_COSTS)
+    if sweep:
+        out.attrs["ratio_sweep"] = ratio_sweep(scale)
+    return out
+
+
+def ratio_sweep(scale: float = 1024.0, ratios=RATIOS, lru_gen: int | None = None) -> list[dict]:
+    """Yu Zhao's claim that a file a few times larger than memory is the worse case: before/after
+    throughput and the drop for each file/memory ratio (mainline; MGLRU with lru_gen=7)."""
+    rows = []
+    knobs = {} if lru_gen is None else {"lru_gen": lru_gen}
+    for r in ratios:
+        m = _metrics(Slices(scale, ratio=r, **knobs).run())
+        rows.append({"ratio": r, "before_GBps": m["before_fill_GBps"], "after_GBps": m["after_fill_GBps"],
+                     "drop": 1.0 - m["after_fill_GBps"] / m["before_fill_GBps"],
+                     "hit_ratio": m["_hit_ratio"], "pgactivate_per_io": m["_pgactivate_per_io"],
+                     "kswapd_cpu_share": m["_kswapd_cpu_share"]})
+    return rows
