@@ -3,7 +3,6 @@ mm_inline.h, mm/swap.c, mm/workingset.c of v6.6-v6.13), and its invariants over 
 scenarios with lru_gen on."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 

@@ -34,8 +34,9 @@ aging harvests it.
 
 Placement (lru_gen_add_folio): PG_active (faulted in through page tables of a VMA with recency,
 cpu.in_lru_fault; a reclaim putback that must not be evicted) -> max_seq; anon otherwise (never in a
-swap cache here) -> max_seq - 1; a reclaim putback to the tail -> min_seq; page cache otherwise
--> min_seq + 1 when there are 4 generations, else min_seq.
+swap cache here) -> max_seq - 1; page cache otherwise -> min_seq + 1 when there are 4 generations,
+else min_seq (and always min_seq, at the tail, for folio_rotate_reclaimable's `reclaiming` add, which
+nothing in tierlab calls).
 
 Aging (try_to_inc_max_seq): with the 0x2 cap, a walk of every mapped VMA (no VM_RAND_READ /
 VM_SEQ_READ advice): each present PTE costs lru_gen_walk_pte_ns; a young one on this node is
