@@ -65,6 +65,20 @@ CONFIG_RUNS = {
                    "dist": "zipf", "policy": "bind:0"},
         "knobs": {"demotion_enabled": 1, "lru_batch_size": 15},
     },
+    # the multi-gen LRU: zipf pread() page cache under pressure (tiers, the PID controller, refaults)
+    "mglru-multi-task-pread": {
+        "machine": "qemu-2node", "workload": "random-read", "scale": 32, "seed": 13,
+        "params": {"file_size": "2GiB", "accesses": "200000", "tasks": "3", "io": "read",
+                   "dist": "zipf", "policy": "bind:0"},
+        "knobs": {"demotion_enabled": 1, "lru_batch_size": 15, "lru_gen": "y"},
+    },
+    # the multi-gen LRU with anon zipf spilling to CXL: the page-table walk, look-around, demotion
+    "mglru-anon-zipf-tiering": {
+        "machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 3,
+        "params": {"file_size": "2GiB", "accesses": "1000000", "target": "anon", "dist": "zipf"},
+        "knobs": {"numa_balancing": 2, "demotion_enabled": 1, "scan_delay_ms": 0,
+                  "scan_period_min_ms": 640, "scan_size_mb": 256, "lru_gen": "y"},
+    },
 }
 
 SCRIPTED_RUNS = ("large-folios-mixed",)

@@ -175,7 +175,7 @@ def tiering_setups(draw):
 
 
 @hs.composite
-def scenarios(draw, zero_cost=False, max_tasks=3, max_chunks=3, numa_scan=False, tiering=False):
+def scenarios(draw, zero_cost=False, max_tasks=3, max_chunks=3, numa_scan=False, tiering=False, lru_gen=False):
     if tiering:
         nodes, regions = draw(tiering_setups())
     else:
@@ -185,6 +185,9 @@ def scenarios(draw, zero_cost=False, max_tasks=3, max_chunks=3, numa_scan=False,
     knobs = draw(knob_sets(anon))
     if tiering:
         knobs.update(numa_balancing=2, pagecache_promotion_enabled=1)
+    if lru_gen:
+        knobs.update(lru_gen=draw(hs.sampled_from([1, 3, 7])),
+                     pagecache_promotion_lru_gen=draw(hs.sampled_from([0, 1, 2])))
     if numa_scan and knobs["numa_balancing"]:
         knobs.update(scan_delay_ms=0, scan_period_min_ms=1, scan_size_mb=1)
     nr_tasks = draw(hs.integers(1, max_tasks))

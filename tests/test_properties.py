@@ -216,7 +216,11 @@ def check_invariants(sim):
                 assert s.pages.flags[x] & st.PG_LRU
                 assert not (s.pages.flags[x] & st.PG_ISOLATED) and not (s.pages.flags2[x] & st.F2_BATCHED)
                 total += nr_pages(s, x)
-            assert int(s.lruvec["lru_size"][nid, lru]) == total, f"lru_size[{nid},{lru}]"
+            if not int(s.lruvec["lru_gen_enabled"][nid]):
+                assert int(s.lruvec["lru_size"][nid, lru]) == total, f"lru_size[{nid},{lru}]"
+            else:
+                assert total == 0, f"folios on classic list {nid},{lru} with lru_gen on"
+        check_lru_gen(s, nid, where, P)
     for cpu in range(s.cpu["lru_batch_len"].shape[0]):
         for i in range(int(s.cpu["lru_batch_len"][cpu])):
             x = int(s.cpu["lru_batch"][cpu, i])
@@ -294,6 +298,41 @@ def check_invariants(sim):
             # (the page-cache RFC's migrate_misplaced_folio_batch() counts every success)
             assert c[nid, IDX["pgpromote_success"]] == 0, "promotion into a node that is not top tier"
     return where
+
+
+def folio_gen(s, x):
+    """The MGLRU generation slot in bits 4-5 of `order` (state.py)."""
+    return (int(s.pages.order[x]) & 0xFF) >> 4 & 3
+
+
+def check_lru_gen(s, nid, where, P):
+    """MGLRU's lists of node nid: every folio on one list, present, PG_lru; pages per generation
+    (from each folio's generation bits: a folio whose generation was raised lazily may still sit in
+    an older list) equal nr_pages, whose sum is the LRU size of the active/inactive emulation;
+    min_seq <= max_seq within MIN_NR_GENS..MAX_NR_GENS generations, and every folio's generation
+    inside that window."""
+    lv = s.lruvec[nid]
+    max_seq = int(lv["max_seq"])
+    per_gen = np.zeros((st.MAX_NR_GENS, st.ANON_AND_FILE), np.int64)
+    for gen in range(st.MAX_NR_GENS):
+        for typ in range(st.ANON_AND_FILE):
+            for x in walk(s, st.lru_gen_sentinel(s, nid, gen, typ), P):
+                assert int(lv["lru_gen_enabled"]), f"folio {x} on a generation list of a classic lruvec"
+                assert x not in where, f"folio {x} on two lists: {where[x]} and gen {nid},{gen},{typ}"
+                where[x] = ("lru", nid, gen, typ)
+                assert s.pages.flags2[x] & st.F2_PRESENT and int(s.pages.node[x]) == nid
+                assert s.pages.flags[x] & st.PG_LRU
+                assert not (s.pages.flags[x] & (st.PG_ISOLATED | st.PG_ACTIVE))
+                assert (0 if s.pages.flags2[x] & st.F2_ANON else 1) == typ
+                window = [q % st.MAX_NR_GENS for q in range(int(lv["min_seq"][typ]), max_seq + 1)]
+                assert folio_gen(s, x) in window, f"folio {x}: generation {folio_gen(s, x)} outside {window}"
+                per_gen[folio_gen(s, x), typ] += nr_pages(s, x)
+    assert per_gen.tolist() == lv["nr_pages"].tolist(), f"nr_pages of node {nid}"
+    if int(lv["lru_gen_enabled"]):
+        assert int(lv["lru_size"].sum()) == int(per_gen.sum())
+    for typ in range(st.ANON_AND_FILE):
+        nr_gens = max_seq - int(lv["min_seq"][typ]) + 1
+        assert st.MIN_NR_GENS <= nr_gens <= st.MAX_NR_GENS, f"node {nid} type {typ}: {nr_gens} generations"
 
 
 def state_snapshot(sim):

@@ -46,9 +46,8 @@ def check_relations(sim):
     assert total.tolist() == nodes.managed_pages.tolist()
 
 
-@settings(max_examples=40, deadline=None)
-@given(scenarios(numa_scan=True))
-def test_invariants_and_counter_relations(scn):
+def check_chunk_by_chunk(scn):
+    """Run the scenario a chunk at a time, checking the invariants and counter relations after each."""
     sim = build_sim(scn)
     for per_task in scn.chunks:
         ok = run_chunks(sim, [per_task])
@@ -56,6 +55,12 @@ def test_invariants_and_counter_relations(scn):
         check_relations(sim)
         if not ok:
             break
+
+
+@settings(max_examples=40, deadline=None)
+@given(scenarios(numa_scan=True))
+def test_invariants_and_counter_relations(scn):
+    check_chunk_by_chunk(scn)
 
 
 @settings(max_examples=25, deadline=None)

@@ -22,6 +22,8 @@ from .core import state as st
 from .core.cost import mem_bw_flush_all
 from .core.costs import COSTS
 from .core.engine import node_gauges, run, sample_columns, take_sample
+from .core.lru import lru_gen_change_state
+from .core.mglru import LRU_GEN_CORE
 from .core.mmzone import setup_watermarks
 from .core.numa_balancing import mm_first_scan_jiffies, reset_promotion_state, thread_node_stamps
 from .core.params import KNOB_NAMES, NR_PARAMS, P
@@ -129,6 +131,7 @@ class Simulation:
         self.nr_accesses = checked.accesses       # the workload's accesses (None: not known up front)
         self.state = self._build_state()
         self.p = self._build_params()
+        self.state.lruvec["lru_gen_enabled"] = int(self.kernel.lru_gen) & LRU_GEN_CORE
         self._ts_rows: list[np.ndarray] = []
         self._scratch = np.zeros(64, dtype=np.int64)
         self._cands = np.zeros(machine.nr_nodes, dtype=np.int64)
@@ -212,6 +215,8 @@ class Simulation:
             self.state.pgdat["wmark"] = setup_watermarks(managed, self._min_free_kbytes(int(managed.sum())),
                                                          int(self.kernel.watermark_scale_factor))
         self.p = self._build_params()
+        if "lru_gen" in knobs:
+            lru_gen_change_state(self.state, bool(int(self.kernel.lru_gen) & LRU_GEN_CORE))
         if not old_tiering and int(self.kernel.numa_balancing) & 2:
             reset_promotion_state(self.state.pgdat, self.state.counters[:, Vm.PGPROMOTE_CANDIDATE], self._now_ms())
 
@@ -291,6 +296,11 @@ class Simulation:
 
     def _oom_message(self) -> str:
         s = self.state
+        ttl = int(s.sys[0]["oom_min_ttl_node"])
+        if ttl >= 0:
+            return (f"out of memory: kswapd of node {ttl} found its oldest generation younger than min_ttl_ms="
+                    f"{int(self.kernel.min_ttl_ms)} (MGLRU thrash protection calls the OOM killer rather than "
+                    "evict the working set); lower min_ttl_ms or give the workload more memory")
         nodes = ", ".join(f"node{i}: {int(pd_['free'])} free of {int(pd_['managed'])}" for i, pd_ in enumerate(s.pgdat))
         return ("out of memory: an allocation found no node above its MIN watermark and direct reclaim "
                 f"freed nothing ({nodes}); the workload does not fit this machine with these knobs "

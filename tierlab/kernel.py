@@ -127,6 +127,19 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("init_on_alloc", 0, "bool", 0, 1, "kernel command line init_on_alloc=",
          "1: every page is zeroed when allocated (CONFIG_INIT_ON_ALLOC_DEFAULT_ON, on in Ubuntu and Fedora "
          "kernels): a page-cache folio is cleared before the device fills it (clear_page_erms)"),
+    Knob("lru_gen", 0, "enum", 0, 7, "/sys/kernel/mm/lru_gen/enabled",
+         "multi-gen LRU (core/mglru.py) instead of the active/inactive lists: n (0, classic LRU), core (0x1: "
+         "generations, tiers, eviction; mapped pages aged only by look-around), walk (0x3: aging also walks "
+         "the page tables, LRU_GEN_MM_WALK), y (0x7, CONFIG_LRU_GEN_ENABLED's default; 0x4 changes nothing here)",
+         choices={"n": 0, "core": 1, "walk": 3, "y": 7}),
+    Knob("min_ttl_ms", 0, "ms", 0, 2**31, "/sys/kernel/mm/lru_gen/min_ttl_ms",
+         "MGLRU thrash protection: kswapd calls the OOM killer rather than evict a generation younger than this (0 = off)"),
+    Knob("pagecache_promotion_lru_gen", 0, "enum", 0, 2, "tierlab proposal (seed 000 with MGLRU)",
+         "where page-cache promotion candidates come from under MGLRU, where the RFC's hook is never reached: "
+         "off (the RFC as posted), refs (an access that leaves the folio at 4+ accesses through fds, tier >= 2: "
+         "the RFC's 4th-access rule), tier (an access to a folio sort_folio would protect: tier above the PID "
+         "controller's last tier_idx for file, or saturated refs)",
+         choices={"off": 0, "refs": 1, "tier": 2}),
 )}
 
 

@@ -81,6 +81,13 @@ COSTS = {
     "bio_ns": (0.0, "ns", "the CPU work of one read request besides readahead's own: bio allocation, "
                "submit_bio -> blk-mq -> the NVMe driver's doorbell, the completion interrupt and "
                "bio_endio/folio unlock. 0 by default (not charged before seed 003's reproduction set it)."),
+    "lru_gen_sort_ns": (20.0, "ns", "sort_folio() keeping one folio on the LRU (a protected or already promoted folio "
+                        "moved to another generation's list) and inc_min_seq() moving one folio: a list_move "
+                        "and a few flag updates under lru_lock. Assumed, as lru_lock_folio_ns."),
+    "lru_gen_walk_pte_ns": (5.0, "ns", "the MGLRU page-table walk or look-around reading one present PTE it leaves "
+                            "alone (walk_pte_range, lru_gen_look_around). Assumed, as numa_scan_pte_ns."),
+    "lru_gen_walk_young_ns": (20.0, "ns", "clearing one young PTE and moving its folio's generation "
+                              "(ptep_test_and_clear_young + folio_update_gen's cmpxchg). Assumed."),
     "util_window_ns": (262144.0, "ns", "span of simulated time before an access over which its node's delivered "
                        "bandwidth is averaged for the loaded-latency curve (cost.py); a model setting, "
                        "16384 .. 4194304 ns."),

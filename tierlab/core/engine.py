@@ -281,6 +281,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             s.cpu[c].clock = end_t
             if not s.pgdat[nid].kswapd_awake:
                 kswapd_dequeue(s, nid)
+            if s.sys[0].oom_min_ttl_node >= 0:
+                return STATUS_OOM               # MGLRU's min_ttl_ms called the OOM killer
             continue
         if clock >= s.task[t].stop_at:
             task_pos[t] = offsets[t + 1]        # the task's runtime is over (fio time_based): the rest is not issued

@@ -26,7 +26,7 @@ from ._jit import jit_inline
 
 from .cost import seq_page_ns
 from .fileio import io_wait
-from .lru import folio_mark_accessed
+from .lru import folio_mark_accessed, folio_mark_accessed_end
 from .mmzone import tiering_mode
 from .ops import (
     ACCESS_DONE, ACCESS_PROMOTION_CANDIDATE, ACCESS_READAHEAD, OP_KIND_MASK, OP_READ, OP_STREAM,
@@ -114,6 +114,7 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
                     return cost, ACCESS_PROMOTION_CANDIDATE
                 else:
                     cost += promotion_candidate(s, p, task, cpu_nid, head, now)
+        folio_mark_accessed_end(s, p, hu, hot)
     # the profile is charged after the fast case's last return (the costs were added where they
     # arise, in the same order as ever): mark_page_accessed (with the hook's checks)
     charge(s, K.MARK_PAGE_ACCESSED, mark)

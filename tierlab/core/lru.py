@@ -6,6 +6,13 @@ mm/workingset.c (workingset_eviction, workingset_refault, workingset_activation)
 the lists (shrink_active_list, shrink_inactive_list) is in reclaim.py. The batch drain and
 activation take the node's lru_lock (locks.py) and return the wait to their caller.
 
+With lru_gen on (a lruvec's lru_gen_enabled, the kernel's lrugen->enabled) the same entry points go
+to the multi-gen LRU (mglru.py), as the kernel's do: lruvec_add_folio/lruvec_del_folio to
+lru_gen_add_folio/lru_gen_del_folio, folio_mark_accessed to folio_inc_refs, folio_add_lru marks a
+folio faulted in through page tables active (lru_gen_in_fault), the workingset shadows to
+lru_gen_eviction/lru_gen_refault. lru_gen_change_state() moves every folio between the two when the
+knob changes (fill_evictable/drain_evictable).
+
 Simplifications, and why:
 - folio_activate() queues the folio in a per-CPU lru_activate batch and sets PG_active when the batch
   drains; here activation is immediate. It only shifts when PG_active appears by up to 31
@@ -21,12 +28,16 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .locks import lru_lock
+from .mglru import (
+    folio_inc_refs, lru_gen_add_folio, lru_gen_del_folio, lru_gen_enabled, lru_gen_eviction, lru_gen_promotion_hot,
+    lru_gen_refault,
+)
 from .params import P
 from .profile import K, charge
 from .state import (
-    F2_ANON, F2_BATCHED, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
-    LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, PG_ACTIVE, PG_LRU, PG_REFERENCED, PG_WORKINGSET,
-    folio_lru, folio_nr_pages, list_add, list_del, lru_sentinel,
+    ANON_AND_FILE, F2_ANON, F2_BATCHED, ORDER_MASK, F2_SHADOW, F2_SWAPPED, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE,
+    LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MAX_NR_GENS, NR_LRU_LISTS, PG_ACTIVE, PG_LRU, PG_REFERENCED,
+    PG_WORKINGSET, folio_lru, folio_nr_pages, list_add, list_del, lru_gen_sentinel, lru_sentinel,
 )
 from .vmstat import Vm
 
@@ -35,6 +46,10 @@ from .vmstat import Vm
 def lruvec_add_folio(s, head):
     """Put a folio at the head (newest end) of the list its flags select, and mark it PG_lru."""
     nid = s.pages.node[head]
+    if s.lruvec[nid].lru_gen_enabled:
+        lru_gen_add_folio(s, head, False)
+        s.pages.flags[head] |= PG_LRU
+        return
     lru = folio_lru(s, head)
     list_add(s, lru_sentinel(s, nid, lru), head)
     s.lruvec[nid].lru_size[lru] += folio_nr_pages(s, head)
@@ -45,6 +60,10 @@ def lruvec_add_folio(s, head):
 def lruvec_del_folio(s, head):
     """Unlink a folio from its LRU list (the caller then isolates, moves or frees it)."""
     nid = s.pages.node[head]
+    if s.lruvec[nid].lru_gen_enabled:
+        lru_gen_del_folio(s, head, False)
+        s.pages.flags[head] &= ~PG_LRU
+        return
     lru = folio_lru(s, head)
     list_del(s, head)
     s.lruvec[nid].lru_size[lru] -= folio_nr_pages(s, head)
@@ -89,7 +108,11 @@ def lru_add_drain_all(s, p, now):
 @jit_inline
 def folio_add_lru(s, p, cpu, head, now):
     """folio_add_lru(): queue a new folio in the CPU's lru_add batch; drain when the batch is full
-    or the folio is large (the kernel drains at once for large folios). Returns the lock wait."""
+    or the folio is large (the kernel drains at once for large folios). With lru_gen on, a folio
+    added by a fault of a VMA with recency (the CPU's in_lru_fault) is made active (the youngest
+    generation). Returns the lock wait."""
+    if lru_gen_enabled(p) and s.cpu[cpu].in_lru_fault:
+        s.pages.flags[head] |= PG_ACTIVE
     s.pages.flags2[head] |= F2_BATCHED
     n = s.cpu[cpu].lru_batch_len
     s.cpu[cpu].lru_batch[n] = head
@@ -118,9 +141,17 @@ def workingset_age_nonresident(s, nid, nr):
 
 @jit_inline
 def folio_mark_accessed(s, p, head, now):
-    """mm/swap.c folio_mark_accessed(), classic LRU. Returns (True when the folio was already
-    referenced and active: the branch where the page-cache promotion RFC hooks in, the cost of an
-    activation: its lru_lock wait and activate_ns)."""
+    """mm/swap.c folio_mark_accessed(). Returns (True when the folio was already referenced and
+    active: the branch where the page-cache promotion RFC hooks in, the cost of an activation: its
+    lru_lock wait and activate_ns). With lru_gen on: folio_inc_refs(), or True when
+    mglru.lru_gen_promotion_hot() -- then the increment waits for folio_mark_accessed_end() after the
+    promotion hook, so the access path's fast case can stop at a promotion candidate before any side
+    effect."""
+    if lru_gen_enabled(p):
+        if lru_gen_promotion_hot(s, p, head):
+            return True, 0.0
+        folio_inc_refs(s, head)
+        return False, 0.0
     f = s.pages.flags[head]
     if not (f & PG_REFERENCED):
         s.pages.flags[head] = f | PG_REFERENCED
@@ -138,6 +169,14 @@ def folio_mark_accessed(s, p, head, now):
 
 
 @jit_inline
+def folio_mark_accessed_end(s, p, head, hot):
+    """The rest of folio_mark_accessed() after the page-cache promotion hook: with lru_gen on, the
+    refs increment of a folio it reported hot."""
+    if hot and lru_gen_enabled(p):
+        folio_inc_refs(s, head)
+
+
+@jit_inline
 def can_swap(s, p):
     return s.sys[0].nr_swap_used < p[P.SWAP_SIZE]
 
@@ -147,25 +186,33 @@ def workingset_eviction(s, head):
     """Age the lruvec and leave a shadow entry (eviction age + workingset bit) in the page's slot."""
     nid = s.pages.node[head]
     nr = folio_nr_pages(s, head)
-    # the shadow records the age before this eviction is counted, so a refault's distance
-    # includes the folio's own eviction
-    age = np.uint32(s.lruvec[nid].nonresident_age & 0xFFFFFFFF)
-    workingset_age_nonresident(s, nid, nr)
+    if s.lruvec[nid].lru_gen_enabled:
+        age, refs = lru_gen_eviction(s, nid, head)       # the token; refs > 0 is the workingset bit
+        ws = PG_WORKINGSET if refs else np.uint8(0)
+    else:
+        # the shadow records the age before this eviction is counted, so a refault's distance
+        # includes the folio's own eviction
+        age = np.uint32(s.lruvec[nid].nonresident_age & 0xFFFFFFFF)
+        workingset_age_nonresident(s, nid, nr)
+        ws = s.pages.flags[head] & PG_WORKINGSET
     mark = F2_SWAPPED if (s.pages.flags2[head] & F2_ANON) else F2_SHADOW
-    ws = s.pages.flags[head] & PG_WORKINGSET
     # the folio is gone: each page keeps its own swap entry / shadow (and is order 0 again)
     for i in range(nr):
         s.pages.stamp[head + i] = age
         s.pages.flags2[head + i] |= mark
         s.pages.flags[head + i] = ws
-        s.pages.order[head + i] &= ~ORDER_MASK
+        s.pages.order[head + i] = 0
 
 
 @jit
-def workingset_refault(s, p, head, new_nid, evict_nid):
+def workingset_refault(s, p, head, new_nid, evict_nid, in_fault):
     """workingset_refault()/workingset_test_recent(): on a refault of an evicted (or swapped) folio,
     activate it if its refault distance fits in the workingset. Sets flags on `head`; counters go to
-    the node the folio is refaulting into."""
+    the node the folio is refaulting into. With lru_gen on: lru_gen_refault (in_fault: the refault
+    is a page fault)."""
+    if s.lruvec[evict_nid].lru_gen_enabled:
+        lru_gen_refault(s, head, new_nid, evict_nid, in_fault)
+        return
     nr = folio_nr_pages(s, head)
     anon = (s.pages.flags2[head] & F2_ANON) != 0
     had_ws = (s.pages.flags[head] & PG_WORKINGSET) != 0
@@ -207,3 +254,35 @@ def inactive_is_low(s, p, nid, file):
 def node_lru_pages(s, nid):
     return (s.lruvec[nid].lru_size[LRU_INACTIVE_ANON] + s.lruvec[nid].lru_size[LRU_ACTIVE_ANON]
             + s.lruvec[nid].lru_size[LRU_INACTIVE_FILE] + s.lruvec[nid].lru_size[LRU_ACTIVE_FILE])
+
+
+@jit
+def lru_gen_change_state(s, enable):
+    """lru_gen_change_state(): switch every lruvec between the classic lists and the generations,
+    moving its folios as fill_evictable() / drain_evictable() do (each list from its tail; active
+    folios to the youngest generation, and back to the active list from the two youngest)."""
+    for nid in range(s.lruvec.shape[0]):
+        if (s.lruvec[nid].lru_gen_enabled != 0) == enable:
+            continue
+        if enable:
+            s.lruvec[nid].lru_gen_enabled = 1
+            for lru in range(NR_LRU_LISTS):
+                sent = lru_sentinel(s, nid, lru)
+                while s.pages.prev[sent] != sent:
+                    x = s.pages.prev[sent]
+                    list_del(s, x)
+                    s.lruvec[nid].lru_size[lru] -= folio_nr_pages(s, x)
+                    lru_gen_add_folio(s, x, False)
+        else:
+            for gen in range(MAX_NR_GENS):
+                for type in range(ANON_AND_FILE):
+                    sent = lru_gen_sentinel(s, nid, gen, type)
+                    while s.pages.prev[sent] != sent:
+                        x = s.pages.prev[sent]
+                        lru_gen_del_folio(s, x, False)
+                        s.pages.order[x] &= ORDER_MASK          # no generation, no refs
+                        nid_x = s.pages.node[x]
+                        lru = folio_lru(s, x)
+                        list_add(s, lru_sentinel(s, nid_x, lru), x)
+                        s.lruvec[nid_x].lru_size[lru] += folio_nr_pages(s, x)
+            s.lruvec[nid].lru_gen_enabled = 0

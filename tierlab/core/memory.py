@@ -53,18 +53,19 @@ from ._jit import jit, jit_inline
 from .cost import line_load_ns, line_store_ns, seq_page_ns
 from .filemap import filemap_read_miss
 from .lru import folio_add_lru
+from .mglru import lru_gen_enabled, vma_has_recency
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
 from .mm import force_sig_segv, map_file_folio, vma_covers
 from .numa_balancing import numa_migrate_check
 from .ops import (
     ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
-    OP_PAGE, OP_STORE, OP_WRITE,
+    OP_PAGE, OP_STORE, OP_STREAM, OP_WRITE,
 )
 from .page_alloc import filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
 from .profile import K, charge
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_DIRTY,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .vmstat import Vm
@@ -94,12 +95,19 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         pg.flags2[page] = f2 | F2_MAPPED
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         return p[P.FAULT_NS], True
+    # lru_gen_enter_fault(): a fault through page tables of a VMA with recency (not a read()/write()
+    # miss, no VM_SEQ_READ stream or random advice); folio_add_lru and the refault read it
+    recency = kind <= OP_STORE and not (op & OP_STREAM) and vma_has_recency(s, r)
+    s.cpu[cpu].in_lru_fault = 1 if recency else 0
     if not anon and kind != OP_WRITE:
         # a page-cache miss that reads: readahead adds the folios, the device reads them
-        return filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands)
+        cost, ok = filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands)
+        s.cpu[cpu].in_lru_fault = 0
+        return cost, ok
     order = folio_order_for(s, r, page)
     nid, head, nr, nr_swapped, cost = folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands)
     if nid < 0:
+        s.cpu[cpu].in_lru_fault = 0
         return cost, False
     t = clock + np.int64(cost)      # the fault's own work starts: its locks are taken within it
     if anon:
@@ -119,6 +127,7 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     else:
         # a buffered write of a whole page that is not cached: added without a read
         cost += filemap_add_folio(s, p, cpu, head, t)
+    s.cpu[cpu].in_lru_fault = 0          # lru_gen_exit_fault()
     return cost, True
 
 
@@ -165,6 +174,8 @@ def do_numa_page(s, p, head, cpu_nid, now):
     if dst < 0 or not migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
         numa_restore_pte(s, head)
         return cost
+    if lru_gen_enabled(p):
+        s.pages.flags[head] |= PG_ACTIVE    # folio_add_lru in a fault: the new (or put back) folio is young
     ok, c = migrate_misplaced_folio(s, p, head, dst, nr, now)
     if not ok:
         numa_restore_pte(s, head)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
-from .lru import folio_mark_accessed, lru_add_drain_all, lruvec_del_folio
+from .lru import folio_mark_accessed, folio_mark_accessed_end, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
@@ -176,7 +176,9 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
                     gathered = 0
             elif mapped:
                 if pg.flags[x] & PG_YOUNG:
-                    cost += folio_mark_accessed(s, p, x, now + np.int64(cost))[1]
+                    hot, wait = folio_mark_accessed(s, p, x, now + np.int64(cost))
+                    cost += wait
+                    folio_mark_accessed_end(s, p, x, hot)
                 pg.flags[x] &= ~(PG_YOUNG | PG_PROTNONE)
                 pg.flags2[x] = f2 & ~(F2_MAPPED | F2_PTE_WRITE)
                 if mm >= 0:

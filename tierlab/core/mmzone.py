@@ -44,6 +44,15 @@ def setup_watermarks(managed: np.ndarray, min_free_kbytes: int, watermark_scale_
 
 
 @jit_inline
+def jiffies_ms(p, clock_ns):
+    """The kernel's clock in ms at virtual time clock_ns (times the scale: full-size ms, as the kernel's
+    clock runs F times faster under --scale F; docs/scaling.md)."""
+    if p[P.SCALE] == 1.0:
+        return np.int64(clock_ns // 1_000_000)
+    return np.int64(clock_ns * p[P.SCALE] / 1e6)
+
+
+@jit_inline
 def tiering_mode(p):
     return (np.int64(p[P.NUMA_BALANCING]) & NUMA_BALANCING_MEMORY_TIERING) != 0
 

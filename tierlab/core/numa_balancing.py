@@ -77,6 +77,7 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .mm import get_mm_rss
+from .mmzone import jiffies_ms
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, REGION_FILE_MAPPED,
@@ -99,9 +100,7 @@ NUMA_MIGRATION_ADJUST_STEPS = 16
 def now_ms(p, clock_ns):
     """jiffies_to_msecs(jiffies): the task's virtual time in ms (times the scale: full-size ms),
     truncated to 32 bits."""
-    if p[P.SCALE] == 1.0:
-        return np.int64(clock_ns // 1_000_000) & 0xFFFFFFFF
-    return np.int64(clock_ns * p[P.SCALE] / 1e6) & 0xFFFFFFFF
+    return jiffies_ms(p, clock_ns) & 0xFFFFFFFF
 
 
 @jit_inline

@@ -22,7 +22,7 @@ from .mmzone import MAX_RECLAIM_RETRIES, take_pages, wakeup_kswapd, zone_waterma
 from .reclaim import direct_reclaim
 from .state import (
     F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, MPOL_BIND, MPOL_INTERLEAVE,
-    MPOL_PREFERRED, ORDER_MASK, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN,
+    MPOL_PREFERRED, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN,
 )
 from .vmstat import Vm
 
@@ -164,7 +164,7 @@ def folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands):
         cost += charge(s, K.CLEAR_PAGE_ERMS, p[P.ZERO_PAGE_NS] * nr)     # want_init_on_alloc(): __GFP_ZERO
     nr_swapped = 0
     for i in range(nr):
-        pg.order[head + i] = (pg.order[head + i] & ~ORDER_MASK) | order
+        pg.order[head + i] = order           # a new folio: no MGLRU generation or refs
         if pg.flags2[head + i] & F2_SWAPPED:
             nr_swapped += 1
         if i > 0:
@@ -176,7 +176,7 @@ def folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands):
     pg.flags[head] = shadow_ws if refault else np.uint8(0)
     if refault:
         pg.stamp[head] = shadow_age
-        workingset_refault(s, p, head, nid, evict_nid)
+        workingset_refault(s, p, head, nid, evict_nid, s.cpu[cpu].in_lru_fault != 0)
     pg.stamp[head] = STAMP_NONE
     return nid, head, nr, nr_swapped, cost
 

@@ -40,6 +40,9 @@ KNOB_NAMES = (
     "fault_count_threshold",          # hint faults (RFC patch 1)
     "scan_restamp_protnone",          # bool (RFC patch 2)
     "init_on_alloc",
+    "lru_gen",                        # /sys/kernel/mm/lru_gen/enabled caps (mglru.py LRU_GEN_*)
+    "min_ttl_ms",                     # /sys/kernel/mm/lru_gen/min_ttl_ms
+    "pagecache_promotion_lru_gen",    # enum LruGenPromo (mglru.py): candidates under MGLRU
 )
 # from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
 MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")

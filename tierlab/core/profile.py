@@ -34,6 +34,10 @@ Functions (`K`, named as perf names the symbol that does the work):
                                   (reclaim_free_ns)
     swap_writepage                writing an anon folio to swap (swap_out_4k_ns)
     migrate_pages                 demotion and promotion: migrate_pages() batches and folios
+    evict_folios                  MGLRU: sort_folio() keeping folios on the LRU (lru_gen_sort_ns each)
+    inc_max_seq                   MGLRU aging: inc_min_seq() moving the oldest generation (lru_gen_sort_ns)
+    walk_pte_range                MGLRU aging's page-table walk (lru_gen_walk_pte_ns, lru_gen_walk_young_ns)
+    lru_gen_look_around           MGLRU's look-around from eviction's rmap walk (same costs)
     io_wait                       not CPU work: the task waits for its I/O (sched.py: a waiting task keeps
                                   its CPU, so its runtime includes the wait); left out of CPU shares
 
@@ -65,6 +69,10 @@ KSYMS = (
     "__remove_mapping",
     "swap_writepage",
     "migrate_pages",
+    "evict_folios",
+    "inc_max_seq",
+    "walk_pte_range",
+    "lru_gen_look_around",
     "io_wait",
 )
 K = IntEnum("K", {n.strip("_").replace("(", "_").replace(")", "").upper(): i for i, n in enumerate(KSYMS)})

@@ -16,6 +16,12 @@ direct reclaim runs batches on the allocating task's clock until 32 pages are re
 Isolation and putback take the node's lru_lock, and dropping a file folio takes its mapping's
 xa_lock (__remove_mapping): locks.py; waiting for them adds to the reclaimer's time.
 
+With lru_gen on (the node's lruvec.lru_gen_enabled) a step is lru_gen_shrink_node(): aging when
+mglru.should_run_aging() asks for it, then one evict_folios() (mglru.isolate_folios, then the
+shrink_folio_list() the classic shrink_inactive_list() uses too, with MGLRU's reference check:
+lru_gen_look_around on a young mapped folio); kswapd also checks min_ttl_ms (lru_gen_age_node) and
+never counts failures (lru_gen_shrink_node resets them). mglru.py describes the model.
+
 Simplifications, and why:
 - No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
   pass falls short; here each batch scans the 32 oldest folios of the chosen list, which keeps the
@@ -36,6 +42,10 @@ from .lru import (
     can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, node_lru_pages,
     workingset_eviction,
 )
+from .mglru import (
+    MIN_LRU_BATCH, get_nr_gens, isolate_folios, lru_gen_look_around, lru_gen_putback_flags,
+    lruvec_is_reclaimable, should_run_aging, try_to_inc_max_seq, try_to_inc_min_seq,
+)
 from .blkdev import FILE_DEV, blk_submit
 from .migrate import batch_cost, move_isolated_folio
 from .mm import folio_unmapped_rss
@@ -43,9 +53,9 @@ from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
 from .params import P
 from .profile import K, charge
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON,
-    LRU_INACTIVE_FILE, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED, PG_WORKINGSET, PG_YOUNG,
-    WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
+    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_GEN_ANON, LRU_GEN_FILE,
+    LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MIN_NR_GENS, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED,
+    PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
 from .vmstat import Vm
 
@@ -185,28 +195,41 @@ def demote_folio(s, p, nid, x, now):
     return nr, charge(s, K.MIGRATE_PAGES, move_isolated_folio(s, p, x, dst, now))
 
 
+@jit_inline
+def folio_putback_lru(s, x, lru_gen):
+    """A folio shrink_folio_list keeps goes back on the LRU (move_folios_to_lru); under MGLRU with
+    PG_active, refs cleared (evict_folios)."""
+    if lru_gen:
+        lru_gen_putback_flags(s, x)
+    lruvec_add_folio(s, x)
+
+
 @jit
-def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
-    """Isolate up to nr_to_scan folios from the tail of an inactive list and run shrink_folio_list on
-    them: check references, demote what can be demoted (counted as reclaimed), evict the rest.
-    Returns (pages reclaimed, cost)."""
-    head = lru_sentinel(s, nid, lru)
-    n = 0
-    scanned = 0
-    while scanned < nr_to_scan and s.pages.prev[head] != head:
-        x = s.pages.prev[head]
-        lruvec_del_folio(s, x)
-        s.pgdat[nid].nr_isolated += folio_nr_pages(s, x)
-        scanned += folio_nr_pages(s, x)
-        scratch[n] = x
-        n += 1
-    file = lru == LRU_INACTIVE_FILE
-    s.counters[nid, Vm.PGSCAN_KSWAPD if kswapd else Vm.PGSCAN_DIRECT] += scanned
-    s.counters[nid, Vm.PGSCAN_FILE if file else Vm.PGSCAN_ANON] += scanned
-    cost = lru_lock(s, p, nid, now, n) if n > 0 else 0.0            # isolate_lru_folios
-    cost += charge(s, K.SHRINK_FOLIO_LIST, p[P.RECLAIM_SCAN_NS] * n)
+def lru_gen_check_references(s, p, nid, x, kswapd, now):
+    """shrink_folio_list's reference check with lru_gen on: a mapped folio a look-around marked
+    PG_referenced is kept ("folio_update_gen() tried to promote this page?"); a young mapped one
+    runs lru_gen_look_around() (which marks it PG_referenced) and folio_check_references() then
+    finds it referenced twice: activate. Returns (verdict, cost)."""
+    f = s.pages.flags[x]
+    mapped = (s.pages.flags2[x] & F2_MAPPED) != 0
+    if mapped and (f & PG_REFERENCED):
+        return FOLIOREF_KEEP, 0.0
+    if mapped and (f & PG_YOUNG):
+        cost = lru_gen_look_around(s, p, nid, x, kswapd, now)
+        s.pages.flags[x] |= PG_REFERENCED
+        return FOLIOREF_ACTIVATE, cost
+    s.pages.flags[x] &= ~PG_REFERENCED
+    return FOLIOREF_RECLAIM, 0.0
+
+
+@jit
+def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
+    """shrink_folio_list() over the n isolated folios in scratch (all of one type): check references,
+    demote what can be demoted (counted as reclaimed), evict the rest, put back what stays.
+    `cost` is the work so far (the isolation). Returns (pages reclaimed, cost)."""
     putback = 0
     demote = can_demote(s, p, nid)
+    lru_gen = s.lruvec[nid].lru_gen_enabled != 0
     reclaimed = 0
     demoted = 0
     nr_demote_folios = 0
@@ -214,15 +237,19 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
         x = scratch[i]
         nr = folio_nr_pages(s, x)
         s.pgdat[nid].nr_isolated -= nr
-        verdict = folio_check_references(s, x)
+        if lru_gen:
+            verdict, c = lru_gen_check_references(s, p, nid, x, kswapd, now + np.int64(cost))
+            cost += c
+        else:
+            verdict = folio_check_references(s, x)
         if verdict == FOLIOREF_ACTIVATE:
             s.pages.flags[x] |= PG_ACTIVE
             s.counters[nid, Vm.PGACTIVATE] += nr
-            lruvec_add_folio(s, x)
+            folio_putback_lru(s, x, lru_gen)
             putback += 1
             continue
         if verdict == FOLIOREF_KEEP:
-            lruvec_add_folio(s, x)
+            folio_putback_lru(s, x, lru_gen)
             putback += 1
             continue
         if demote:
@@ -240,7 +267,7 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
             # anon without swap space: add_to_swap() fails and the folio is activated
             s.pages.flags[x] |= PG_ACTIVE
             s.counters[nid, Vm.PGACTIVATE] += nr
-            lruvec_add_folio(s, x)
+            folio_putback_lru(s, x, lru_gen)
             putback += 1
             continue
         reclaimed += got
@@ -254,9 +281,75 @@ def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
 
 
 @jit
+def shrink_inactive_list(s, p, nid, lru, nr_to_scan, kswapd, now, scratch):
+    """Isolate up to nr_to_scan folios from the tail of an inactive list and run shrink_folio_list on
+    them. Returns (pages reclaimed, cost)."""
+    head = lru_sentinel(s, nid, lru)
+    n = 0
+    scanned = 0
+    while scanned < nr_to_scan and s.pages.prev[head] != head:
+        x = s.pages.prev[head]
+        lruvec_del_folio(s, x)
+        s.pgdat[nid].nr_isolated += folio_nr_pages(s, x)
+        scanned += folio_nr_pages(s, x)
+        scratch[n] = x
+        n += 1
+    file = lru == LRU_INACTIVE_FILE
+    s.counters[nid, Vm.PGSCAN_KSWAPD if kswapd else Vm.PGSCAN_DIRECT] += scanned
+    s.counters[nid, Vm.PGSCAN_FILE if file else Vm.PGSCAN_ANON] += scanned
+    cost = lru_lock(s, p, nid, now, n) if n > 0 else 0.0            # isolate_lru_folios
+    cost += charge(s, K.SHRINK_FOLIO_LIST, p[P.RECLAIM_SCAN_NS] * n)
+    return shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost)
+
+
+@jit_inline
+def get_swappiness(s, p, nid):
+    """get_swappiness(): 0 (file only) when the node can neither demote nor swap MIN_LRU_BATCH pages."""
+    if not can_demote(s, p, nid) and p[P.SWAP_SIZE] - s.sys[0].nr_swap_used < MIN_LRU_BATCH:
+        return 0
+    return np.int64(p[P.SWAPPINESS])
+
+
+@jit
+def evict_folios(s, p, nid, swappiness, kswapd, now, scratch):
+    """evict_folios(): isolate_folios() (sort or isolate from the oldest generation) and
+    try_to_inc_min_seq() under lru_lock, then shrink_folio_list. Returns (pages scanned, pages
+    reclaimed, cost)."""
+    scanned, type, n, nr_sorted = isolate_folios(s, nid, swappiness, kswapd, scratch)
+    if try_to_inc_min_seq(s, nid, swappiness != 0):
+        scanned += 1
+    if get_nr_gens(s, nid, LRU_GEN_FILE if swappiness == 0 else LRU_GEN_ANON) == MIN_NR_GENS:
+        scanned = 0
+    cost = 0.0
+    if n + nr_sorted > 0:
+        cost = lru_lock(s, p, nid, now, n + nr_sorted) + charge(s, K.EVICT_FOLIOS, p[P.LRU_GEN_SORT_NS] * nr_sorted)
+    cost += charge(s, K.SHRINK_FOLIO_LIST, p[P.RECLAIM_SCAN_NS] * n)
+    if n == 0:
+        return scanned, 0, cost
+    reclaimed, cost = shrink_folio_list(s, p, nid, scratch, n, type == LRU_GEN_FILE, kswapd, now, cost)
+    return scanned, reclaimed, cost
+
+
+@jit
+def lru_gen_shrink_node(s, p, nid, kswapd, now, scratch):
+    """One step of lru_gen_shrink_node()/try_to_shrink_lruvec() on the node's lruvec: aging first
+    when should_run_aging() asks for it (try_to_inc_max_seq), then one evict_folios(). Returns
+    (pages reclaimed, pages scanned, cost) as reclaim_batch."""
+    swappiness = get_swappiness(s, p, nid)
+    cost = 0.0
+    if should_run_aging(s, nid, swappiness != 0):
+        cost += try_to_inc_max_seq(s, p, nid, swappiness != 0, now)
+    scanned, reclaimed, c = evict_folios(s, p, nid, swappiness, kswapd, now + np.int64(cost), scratch)
+    return reclaimed, scanned, cost + c
+
+
+@jit
 def reclaim_batch(s, p, nid, kswapd, now, scratch):
     """One SWAP_CLUSTER_MAX step of shrink_lruvec(): age active lists that need it, then shrink the
-    inactive list get_scan_count() picks. Returns (pages reclaimed, pages scanned, cost)."""
+    inactive list get_scan_count() picks; with lru_gen on, lru_gen_shrink_node instead. Returns (pages
+    reclaimed, pages scanned, cost)."""
+    if s.lruvec[nid].lru_gen_enabled:
+        return lru_gen_shrink_node(s, p, nid, kswapd, now, scratch)
     cost = 0.0
     anon_ok = can_reclaim_anon(s, p, nid)
     # may_deactivate: inactive list low, or refault activations since the last pass
@@ -322,7 +415,16 @@ def kswapd_step(s, p, nid, scratch):
     if pgdat_balanced(s, p, nid):
         s.pgdat[nid].kswapd_awake = 0
         return
+    lru_gen = s.lruvec[nid].lru_gen_enabled != 0
+    if lru_gen and p[P.MIN_TTL_MS] > 0 and not lruvec_is_reclaimable(s, p, nid, now):
+        # lru_gen_age_node(): the working set of the last min_ttl_ms is protected -- out_of_memory()
+        s.counters[nid, Vm.OOM_KILL] += 1
+        s.sys[0].oom_min_ttl_node = nid
+        s.pgdat[nid].kswapd_awake = 0
+        return
     reclaimed, scanned, cost = reclaim_batch(s, p, nid, True, now, scratch)
+    if lru_gen:
+        s.pgdat[nid].kswapd_failures = 0     # lru_gen_shrink_node(): "kswapd should never fail"
     if reclaimed > 0:
         s.pgdat[nid].kswapd_failures = 0
         s.pgdat[nid].kswapd_scanned = 0

@@ -15,8 +15,11 @@ below.
         flags2  uint8   present, anon, mapped, shadow, swapped, contig, in an lru_add batch, PTE
                         writable (memory.py: the PTE state)
         order   int8    folio order, low nibble (heads and tails alike; folios are naturally aligned,
-                        so the head of page p is p & ~(2**order - 1)); high nibble reserved for MGLRU
-                        gen/refs
+                        so the head of page p is p & ~(2**order - 1)); the high nibble is MGLRU's part
+                        of folio->flags on the head (mglru.py): bits 4-5 the generation (seq %
+                        MAX_NR_GENS, valid while PG_lru with lru_gen on: the kernel's LRU_GEN_MASK keeps
+                        gen + 1, 0 off the LRU, which PG_lru says here), bits 6-7 the refs counter
+                        (LRU_REFS_MASK, LRU_REFS_WIDTH = 2); zero on every folio with lru_gen off
         prev    int32   intrusive list links, as folio->lru: an LRU list while on the LRU, the task's
         next    int32   promotion list while isolated for promotion
         stamp   uint32  NUMA hint stamp (access time in ms, or fault count) while present; the
@@ -24,7 +27,8 @@ below.
     regions   the workload's VMA slots and files: pages [start[r], start[r+1]); a slot is mapped into
               mm[r] (-1: unmapped, or a read()-only file) over [start[r], end[r]) (mm.py)
     pgdat     struct pglist_data + its one zone, per node (PGDAT_DTYPE)
-    lruvec    struct lruvec, one per node (the root memcg) (LRUVEC_DTYPE; MGLRU adds its fields here)
+    lruvec    struct lruvec, one per node (the root memcg) (LRUVEC_DTYPE), with its lrugen (struct
+              lru_gen_folio: seqs, pages per generation, the PID controller's statistics; mglru.py)
     mem       the node's memory as a device for the time model, cost.py (MEM_DTYPE)
     membw     the node's memory bandwidth: a capacity calendar per node (resource.py, MEM_BW_BINS bins
               of MEM_BW_BIN_NS), booked by cost.py
@@ -51,7 +55,8 @@ below.
 List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs
 to know which list a folio is on (the kernel's list_head does the same). Lists: NR_LRU_LISTS per
 node (kernel order: inactive anon, active anon, inactive file, active file; head = newest, tail =
-oldest), then one promotion list per task.
+oldest), then one promotion list per task, then MGLRU's lrugen->folios[gen][type] per node
+(MAX_NR_GENS x ANON_AND_FILE, lru_gen_sentinel).
 """
 from __future__ import annotations
 
@@ -91,6 +96,14 @@ LRU_ACTIVE_ANON = 1
 LRU_INACTIVE_FILE = 2
 LRU_ACTIVE_FILE = 3
 NR_LRU_LISTS = 4
+
+# multi-gen LRU (include/linux/mmzone.h; mglru.py)
+MIN_NR_GENS = 2
+MAX_NR_GENS = 4
+MAX_NR_TIERS = 4
+ANON_AND_FILE = 2
+LRU_GEN_ANON = 0
+LRU_GEN_FILE = 1
 
 # memory policies (enum mempolicy mode)
 MPOL_DEFAULT = 0
@@ -183,6 +196,19 @@ LRUVEC_DTYPE = np.dtype([
     ("nonresident_age", np.int64),   # shadows keep its low 32 bits (workingset.c)
     ("refaults", np.int64, (2,)),    # workingset_activate_{anon,file} at the last reclaim pass
     ("scan_acc", np.float64),        # get_scan_count SCAN_FRACT anon/file split accumulator
+    # struct lru_gen_folio (include/linux/mmzone.h), mglru.py; NR_HIST_GENS = 1 (no
+    # CONFIG_LRU_GEN_STATS): the current refaulted/evicted/protected have no history dimension
+    ("lru_gen_enabled", np.int64),   # lrugen->enabled: this lruvec's folios are on lrugen lists
+    ("max_seq", np.int64),           # the youngest generation (shared by both types)
+    ("min_seq", np.int64, (ANON_AND_FILE,)),    # the oldest generation per type
+    ("timestamps", np.int64, (MAX_NR_GENS,)),   # kernel ms (jiffies) when each generation was made
+    ("nr_pages", np.int64, (MAX_NR_GENS, ANON_AND_FILE)),   # pages per generation and type
+    ("avg_refaulted", np.int64, (ANON_AND_FILE, MAX_NR_TIERS)),  # the PID controller's I term
+    ("avg_total", np.int64, (ANON_AND_FILE, MAX_NR_TIERS)),
+    ("refaulted", np.int64, (ANON_AND_FILE, MAX_NR_TIERS)),      # its P term, this generation
+    ("evicted", np.int64, (ANON_AND_FILE, MAX_NR_TIERS)),
+    ("protected", np.int64, (ANON_AND_FILE, MAX_NR_TIERS - 1)),  # tiers 1..3 (protected[tier - 1])
+    ("tier_idx", np.int64, (ANON_AND_FILE,)),   # tierlab: the controller's last get_tier_idx() per type
 ], align=True)
 
 MEM_DTYPE = np.dtype([
@@ -213,6 +239,8 @@ CPU_DTYPE = np.dtype([
     ("slice_ns", np.int64),          # curr's ideal runtime, sched_slice()
     ("next_start", np.int64),        # earliest start of this CPU's tasks waiting to become runnable
     ("need_resched", np.int64),      # 1: re-evaluate the runqueue before running curr again
+    ("in_lru_fault", np.int64),      # current->in_lru_fault: a fault of a VMA with recency is running
+                                     # here (lru_gen_enter_fault; folio_add_lru makes its folios active)
     ("first_task", np.int64),        # the CPU's tasks as a list (task.next_on_cpu), -1 terminated
     ("lru_batch_len", np.int64),
     ("lru_batch", np.int64, (LRU_BATCH_MAX,)),   # the per-CPU lru_add folio batch
@@ -307,6 +335,7 @@ SYS_DTYPE = np.dtype([
     ("hintlog_stride", np.int64),    # one latency test in this many is logged
     ("hintlog_skip", np.int64),      # tests to pass over before the next logged one
     ("current", np.int64),           # the entity running (task t, node n's kswapd T + n): profile.charge
+    ("oom_min_ttl_node", np.int64),  # STATUS_OOM from kswapd: min_ttl_ms protected this node's working set (-1)
 ], align=True)
 
 
@@ -358,7 +387,7 @@ class SimState(NamedTuple):
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
-    return nr_nodes * NR_LRU_LISTS + nr_tasks
+    return nr_nodes * NR_LRU_LISTS + nr_tasks + nr_nodes * MAX_NR_GENS * ANON_AND_FILE
 
 
 def page_state_bytes(nr_pages: int) -> int:
@@ -430,6 +459,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     pgdat["last_alloc"] = NO_PAGE
     pgdat["kswapd_cpu"] = kswapd_cpu
     pgdat["kswapd_vruntime"] = KSWAPD_VRUNTIME_BOOT
+    lruvec = np.zeros(N, LRUVEC_DTYPE)
+    lruvec["max_seq"] = MIN_NR_GENS + 1       # lru_gen_init_lruvec(): generations 0..3, min_seq 0
+    lruvec["tier_idx"] = MAX_NR_TIERS - 1
     memarr = np.zeros(N, MEM_DTYPE)
     for k in ("seq_ns", "line_ns", "write_ns", "bw_bytes_ns"):
         memarr[k] = [m[k] for m in mem]
@@ -475,11 +507,12 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     sysrec["next_sample"] = first_sample_ns
     sysrec["segv_task"] = -1
     sysrec["hintlog_stride"] = 1
+    sysrec["oom_min_ttl_node"] = -1
     sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
     # record arrays viewed as np.recarray: `s.pgdat[nid].free` then reads and writes the same way in
     # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)
     rec = lambda a: a.view(np.recarray)  # noqa: E731
-    return SimState(pages=pages, regions=regions, pgdat=rec(pgdat), lruvec=rec(np.zeros(N, LRUVEC_DTYPE)),
+    return SimState(pages=pages, regions=regions, pgdat=rec(pgdat), lruvec=rec(lruvec),
                     mem=rec(memarr), membw=calendar_array(memarr["bw_bytes_ns"], MEM_BW_BIN_NS, MEM_BW_BINS),
                     locks=calendar_array(np.ones(N + R), LOCK_BIN_NS, LOCK_BINS), zonelist=zl, demote_target=dt,
                     cpu=rec(cpu), task=rec(task), mm=rec(mm), blkdev=rec(blkdev), devcal=devcal, sys=rec(sysrec),
@@ -516,6 +549,13 @@ def lru_sentinel(s, nid, lru):
 @jit
 def promo_sentinel(s, task):
     return s.pages.node.shape[0] + s.lruvec.shape[0] * NR_LRU_LISTS + task
+
+
+@jit_inline
+def lru_gen_sentinel(s, nid, gen, type):
+    """The head of lrugen->folios[gen][type] of node nid (one zone per node)."""
+    base = s.pages.node.shape[0] + s.lruvec.shape[0] * NR_LRU_LISTS + s.task.shape[0]
+    return base + (np.int64(nid) * MAX_NR_GENS + gen) * ANON_AND_FILE + type
 
 
 @jit_entry
