@@ -9,7 +9,11 @@ in fitting). Published numbers live in data/*.csv with their source and appear o
 """
 from __future__ import annotations
 
+import multiprocessing
+import numbers
 import os
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -59,6 +63,24 @@ def table(pub: pd.DataFrame, simulated: dict, calibrated: set) -> pd.DataFrame:
         rows.append((r.experiment, r.metric, float(r.published), sim, rel,
                      "calibrated" if key in calibrated else "predicted"))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def worker_count(jobs: int | None) -> int:
+    """Worker processes for a reproduction's independent runs (`--jobs`): None gives 2 where a
+    fork is safe and there are two CPUs, else 1."""
+    if jobs is None:
+        # fork() from a process with other threads (a Jupyter kernel, a Dask worker) can deadlock
+        # the child on a lock one of them held, and outside Linux (macOS) system libraries are not
+        # fork-safe: the default stays serial there
+        ok = sys.platform.startswith("linux") and threading.active_count() == 1 and _can_fork()
+        return 2 if ok and (os.cpu_count() or 1) >= 2 else 1
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
+        raise ConfigError(f"jobs (--jobs): expected an integer >= 1, got {jobs!r}")
+    return int(jobs) if _can_fork() else 1
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def run_reproduction(name: str, scale: float | None = None, progress: bool = False, **kw) -> pd.DataFrame:

@@ -37,8 +37,7 @@ from ..api import Simulation
 from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
-from . import published, register, table
-from .pagecache_promotion import _jobs
+from . import published, register, table, worker_count
 
 E = "hint-fault-microbench"
 PARAMS = {"policy": "bind|numa_balancing:1,2", "cpunodebind": "1"}
@@ -123,7 +122,7 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     cal_scale = max(scale, 16.0) if calibrate_scale is None else calibrate_scale
     k, cal_col = calibrate(base, target, cal_scale, visits)
     m = with_loads_in_flight(base, k)
-    if _jobs(jobs) > 1:
+    if worker_count(jobs) > 1:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(1, mp_context=ctx) as ex:
             other = ex.submit(_patched, m, scale, visits)

@@ -36,9 +36,8 @@ from ..api import Simulation
 from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
-from . import published, register, table
+from . import published, register, table, worker_count
 from .hint_fault import KNOBS, PARAMS, PATCHED
-from .pagecache_promotion import _jobs
 
 E = "hint-fault-memtier"
 COUNTERS = ("numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated",
@@ -107,7 +106,7 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     target = float(pub[(pub.experiment == f"{E}-default") & (pub.metric == "ops_per_sec")].published.iloc[0])
     cal_scale = max(scale, 16.0) if calibrate_scale is None else calibrate_scale
     cpu, cal_col = calibrate(target, cal_scale, **kw)
-    if _jobs(jobs) > 1:
+    if worker_count(jobs) > 1:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(1, mp_context=ctx) as ex:
             other = ex.submit(_patched, scale, cpu, kw)

@@ -34,21 +34,17 @@ Modelling choices that matter here (each stated, none fitted):
 from __future__ import annotations
 
 import multiprocessing
-import numbers
-import os
 import sys
-import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from ..api import Simulation
-from ..errors import ConfigError
 from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
 from ..core.vmstat import Vm
-from . import published, register, table
+from . import published, register, table, worker_count
 
 FILE = "128GiB"
 READ_SIZE = "2GiB"
@@ -96,7 +92,7 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     C and D in a forked worker process while this process runs B; the worker repeats B's set-up
     read and baseline for C and D. Every simulation is deterministic, so the
     table is bit-identical for any `jobs`."""
-    n_jobs = _jobs(jobs)
+    n_jobs = worker_count(jobs)
     bar = _bar(progress, 1 + 2 * steady_cycles + cycles + (0 if n_jobs > 1 else 1 + 3 * steady_cycles))
     tick = None if bar is None else bar.update
     pub = published("pagecache_promotion_128g.csv")
@@ -157,20 +153,6 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     return out
 
 
-def _jobs(jobs: int | None) -> int:
-    if jobs is None:
-        # fork() from a process with other threads (a Jupyter kernel, a Dask worker) can deadlock
-        # the child on a lock one of them held, and outside Linux (macOS) system libraries are not
-        # fork-safe: the default stays serial there
-        ok = sys.platform.startswith("linux") and threading.active_count() == 1 and _can_fork()
-        return 2 if ok and (os.cpu_count() or 1) >= 2 else 1
-    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
-        raise ConfigError(f"jobs (--jobs): expected an integer >= 1, got {jobs!r}")
-    return int(jobs) if _can_fork() else 1
-
-
-def _can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def _bar(progress, total):
