@@ -171,6 +171,12 @@ def test_guest_programs(tmp_path):
     w = make_workload("random-read", {"target": "anon", "file_size": "64MiB", "dist": "zipf"})
     prog, args, files = guest_program(w, seed=3)
     assert files == {} and "seed=3" in args and "dist=zipf" in args
+    w = make_workload("hot-chunks", {"total": "1536MiB", "chunk": "128MiB", "visits": 3, "iterations": 2,
+                                     "policy": "bind|numa_balancing:0,1", "cpunodebind": "0"}, scale=4)
+    prog, args, files = guest_program(w, seed=5)
+    assert prog == "hot-chunks" and files == {}
+    assert {f"total={384 << 20}", f"chunk={32 << 20}", "visits=3", "iterations=2", "accesses=8192",
+            "policy=bind|numa_balancing:0,1", "cpunodebind=0", "seed=5"} <= set(args)
     with pytest.raises(ConfigError, match="no guest program"):
         (tmp_path / "t.csv").write_text("task,page,op\n0,1,0\n0,2,1\n")
         guest_program(make_workload("trace", {"path": str(tmp_path / "t.csv")}))

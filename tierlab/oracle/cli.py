@@ -44,13 +44,16 @@ def format_run(run, all_counters: bool = False) -> str:
     lines += [f"WARNING   {w}" for w in run.warnings]
     lines.append("")
     t = run.table(all_counters=all_counters)
-    rows = [[r.counter, "-" if r.guest is None else f"{int(r.guest):,d}",
-             "-" if r.model is None or (isinstance(r.model, float) and math.isnan(r.model)) else f"{int(r.model):,d}",
-             _fmt_ratio(r.ratio)] for r in t.itertuples()]
+    rows = [[r.counter, _fmt_count(r.guest), _fmt_count(r.model), _fmt_ratio(r.ratio)] for r in t.itertuples()]
     lines += _table(["counter", "guest", "model", "model/guest"], rows, right={1, 2, 3})
     lines.append("")
     lines.append("'-' in guest: Linux 6.12 has no such counter; pgalloc and allocstall are the kernel's per-zone counters summed")
     return "\n".join(lines)
+
+
+def _fmt_count(x) -> str:
+    # a counter one side lacks is None, or NaN once pandas has put it in a float column
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{int(x):,d}"
 
 
 def cmd_oracle(args: argparse.Namespace) -> int:

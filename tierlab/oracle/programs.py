@@ -35,7 +35,14 @@ def _random_read(w, seed: int):
     return "random-read", args, files
 
 
-PROGRAMS = {"file-read": _file_read, "random-read": _random_read}
+def _hot_chunks(w, seed: int):
+    args = {"total": w.pages * PAGE_SIZE, "chunk": w.chunk_pages * PAGE_SIZE, "visits": w.visits,
+            "iterations": w.iterations, "accesses": w.pass_accesses, "policy": _policy(w.policy),
+            "cpunodebind": ",".join(map(str, w.cpunodebind)), "seed": seed}
+    return "hot-chunks", args, {}
+
+
+PROGRAMS = {"file-read": _file_read, "random-read": _random_read, "hot-chunks": _hot_chunks}
 
 
 def guest_program(workload: Workload, seed: int = 0, extra: dict | None = None) -> tuple[str, list[str], dict[str, int]]:

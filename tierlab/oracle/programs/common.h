@@ -69,14 +69,17 @@ static inline void mark(int task, int index)
     dprintf(1, "@@tierlab mark %d %d %lld\n", task, index, now_ns());
 }
 
-/* A memory policy as tierlab writes it: default, bind:0,1, preferred:1, interleave:0,1. */
+#define MPOL_F_NUMA_BALANCING (1 << 13)
+
+/* A memory policy as tierlab writes it: default, bind:0,1, preferred:1, interleave:0,1, and
+ * bind|numa_balancing:1,2 (MPOL_F_NUMA_BALANCING: the VMA is NUMA-scanned under a bind). */
 struct policy { int mode; unsigned long mask; };
 
 static inline struct policy parse_policy(const char *s)
 {
     struct policy p = { MPOL_DEFAULT, 0 };
-    const char *colon = strchr(s, ':');
-    size_t n = colon ? (size_t)(colon - s) : strlen(s);
+    const char *colon = strchr(s, ':'), *bar = strchr(s, '|');
+    size_t n = bar && (!colon || bar < colon) ? (size_t)(bar - s) : colon ? (size_t)(colon - s) : strlen(s);
     if (!strncmp(s, "bind", n) && n == 4) p.mode = MPOL_BIND;
     else if (!strncmp(s, "preferred", n) && n == 9) p.mode = MPOL_PREFERRED;
     else if (!strncmp(s, "interleave", n) && n == 10) p.mode = MPOL_INTERLEAVE;
@@ -85,6 +88,8 @@ static inline struct policy parse_policy(const char *s)
         p.mask |= 1UL << atoi(c);
         c = strchr(c, ',');
     }
+    if (bar && !strncmp(bar, "|numa_balancing", 15))
+        p.mode |= MPOL_F_NUMA_BALANCING;
     return p;
 }
 
