@@ -477,9 +477,10 @@ class Simulation:
 def check_control_ops(ch, regions, state) -> None:
     """The control ops of a chunk, before it runs: a known kind, a region slot that exists, an
     mmap/brk length within the slot and a multiple of its folio size, an exit as the task's last
-    op in the chunk. (Whether a slot is mapped by the right process at that moment is the
+    op in the chunk, a fadvise of a file region with a known advice. (Whether a slot is mapped by the right process at that moment is the
     engine's to check: a wrong one stops the run with a SIGSEGV message.)"""
-    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL
+    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL
+    from .core.state import FADV_CODES
     # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
     cpu = ch.ops == OP_CPU
     if cpu.any() and (ch.pages[cpu] < 0).any():
@@ -502,6 +503,14 @@ def check_control_ops(ch, regions, state) -> None:
         if kind == CTRL_EXIT:
             if i != int(ch.offsets[t + 1]) - 1:
                 raise ConfigError(f"{key}: exit must be the task's last op")
+            continue
+        if kind == CTRL_FADVISE:
+            if not 0 <= slot < len(regions) or regions[slot].kind != "file":
+                raise ConfigError(f"{key}: fadvise of slot {slot}, which is not a file region; accepted: "
+                                  + ", ".join(str(j) for j, r in enumerate(regions) if r.kind == "file"))
+            if npages not in FADV_CODES.values():
+                raise ConfigError(f"{key}: fadvise advice {npages}; accepted: "
+                                  + ", ".join(f"{k} ({v})" for k, v in FADV_CODES.items()))
             continue
         if not 0 <= slot < len(regions) or regions[slot].is_file:
             raise ConfigError(f"{key}: slot {slot} is not an anon or mmap'd file region; accepted: "

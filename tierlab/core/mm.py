@@ -37,9 +37,10 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
+from .fadvise import generic_fadvise
 from .lru import folio_mark_accessed, folio_mark_accessed_end, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
-from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
+from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
 from .sched import sched_exit_task
 from .state import (
@@ -311,6 +312,11 @@ def do_ctrl(s, p, task, op, arg, now):
     elif kind == CTRL_BRK:
         ok, c = do_brk(s, p, task, r, npages, now + np.int64(cost))
         cost += c
+    elif kind == CTRL_FADVISE:
+        cost = p[P.SYSCALL_NS]
+        ok = s.regions.kind[r] != REGION_ANON
+        if ok:
+            generic_fadvise(s, r, npages)
     else:
         ok = False
     if not ok:

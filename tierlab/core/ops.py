@@ -40,13 +40,16 @@ CTRL_MUNMAP = 2
 CTRL_BRK = 3
 CTRL_EXIT = 4
 CTRL_CPU = 5
-CTRL_NAMES = {"mmap": CTRL_MMAP, "munmap": CTRL_MUNMAP, "brk": CTRL_BRK, "exit": CTRL_EXIT, "cpu": CTRL_CPU}
+CTRL_FADVISE = 6     # posix_fadvise() on the region's file: arg = (FADV_* << 32) | slot
+CTRL_NAMES = {"mmap": CTRL_MMAP, "munmap": CTRL_MUNMAP, "brk": CTRL_BRK, "exit": CTRL_EXIT, "cpu": CTRL_CPU,
+              "fadvise": CTRL_FADVISE}
 OP_CPU = OP_CTRL | CTRL_CPU   # the op byte of CPU work (its `page` slot holds the ns)
 CTRL_ARG_SHIFT = 32  # arg = (npages << 32) | slot
 
 
 def ctrl_arg(slot: int, npages: int = 0) -> int:
-    """The `page` slot of a CTRL_MMAP / CTRL_BRK op: region slot and a length in pages."""
+    """The `page` slot of a CTRL_MMAP / CTRL_BRK op: region slot and a length in pages (CTRL_FADVISE:
+    the advice code in place of the length)."""
     return (int(npages) << CTRL_ARG_SHIFT) | int(slot)
 
 # What engine.access_present() could not finish on its own (the fast case stops *before* any side

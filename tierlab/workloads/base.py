@@ -106,12 +106,22 @@ class Process:
 
 
 def control_op(kind: str, slot: int = 0, npages: int = 0) -> tuple[int, int]:
-    """(page, op) of a control op: kind is mmap, munmap, brk or exit (tierlab.core.ops CTRL_*);
-    mmap maps region slot `slot` over its first npages (0: all), brk sets its mapped length."""
+    """(page, op) of a control op: kind is mmap, munmap, brk, exit or fadvise (tierlab.core.ops CTRL_*);
+    mmap maps region slot `slot` over its first npages (0: all), brk sets its mapped length
+    (fadvise: use `fadvise_op`)."""
     from ..core.ops import CTRL_NAMES, OP_CTRL, ctrl_arg
     if kind not in CTRL_NAMES:
         raise ConfigError(f"control op {kind!r}; accepted: {', '.join(CTRL_NAMES)}")
     return ctrl_arg(slot, npages), OP_CTRL | CTRL_NAMES[kind]
+
+
+def fadvise_op(slot: int, advice: str) -> tuple[int, int]:
+    """(page, op) of posix_fadvise(fd, 0, 0, advice) on the file of region slot `slot` (core/fadvise.py):
+    advice is normal, random or sequential."""
+    from ..core.state import FADV_CODES
+    if advice not in FADV_CODES:
+        raise ConfigError(f"fadvise advice {advice!r}; accepted: {', '.join(FADV_CODES)}")
+    return control_op("fadvise", slot, FADV_CODES[advice])
 
 
 @dataclass

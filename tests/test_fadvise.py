@@ -1,0 +1,63 @@
+"""posix_fadvise() (core/fadvise.py) as a control op, against readahead's hand-worked windows
+(mm/readahead.c page_cache_sync_ra with read_ahead_kb = 128: ra_pages 32), and random-read's use of
+it (the file's random phase runs under POSIX_FADV_RANDOM, as fio and the guest program do)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simkit import DRAM, READ, counters, machine, make_sim, run
+from tierlab.api import check_control_ops
+from tierlab.core.ops import CTRL_FADVISE, CTRL_KIND_MASK, OP_CTRL
+from tierlab.core.state import FADV_NORMAL, FADV_RANDOM
+from tierlab.errors import ConfigError
+from tierlab.workloads import make_workload
+from tierlab.workloads.base import Chunk, Region, fadvise_op
+
+
+def test_fadvise_switches_readahead_off_and_on():
+    """A read() miss at the file's start opens a window of get_init_ra_size(1, 32) = 4 pages under
+    NORMAL; under RANDOM (FMODE_RANDOM) force_page_cache_ra reads the request only. Back to NORMAL,
+    a read right after the previous one (index - prev_index <= 1) opens a new 4-page window."""
+    regs = [Region("f", "file", 64)]
+    normal = run(make_sim(machine((512, 1, DRAM)), regs), [(0, READ)])
+    assert counters(normal)["pgalloc"] == 4
+    sim = make_sim(machine((512, 1, DRAM)), regs)
+    run(sim, [fadvise_op(0, "random"), (0, READ)])
+    assert counters(sim)["pgalloc"] == 1 and int(sim.state.regions.advice[0]) == FADV_RANDOM
+    run(sim, [fadvise_op(0, "normal"), (1, READ)])
+    assert counters(sim)["pgalloc"] == 1 + 4 and int(sim.state.regions.advice[0]) == FADV_NORMAL
+
+
+def test_fadvise_op_is_checked_before_the_run():
+    regs = [Region("f", "file", 64), Region("a", "anon", 8)]
+
+    def chunk_of(page, op):
+        return Chunk(np.array([0, 1], np.int64), np.array([page], np.int64), np.array([op], np.uint8))
+
+    check_control_ops(chunk_of(*fadvise_op(0, "sequential")), regs, None)
+    with pytest.raises(ConfigError, match="not a file region; accepted: 0"):
+        check_control_ops(chunk_of(*fadvise_op(1, "random")), regs, None)
+    with pytest.raises(ConfigError, match="advice 7; accepted: normal"):
+        check_control_ops(chunk_of((7 << 32) | 0, OP_CTRL | CTRL_FADVISE), regs, None)
+    with pytest.raises(ConfigError, match="advice 'willneed'"):
+        fadvise_op(0, "willneed")
+
+
+def test_random_read_runs_its_random_phase_under_fadv_random():
+    """Without prefault the file is opened with the advice; with prefault task 0 calls fadvise right
+    after its sequential pass (after the MARK), before its first random read."""
+    w = make_workload("random-read", {"target": "file", "io": "read", "file_size": "64KiB", "accesses": 5})
+    assert [r.advice for r in w.regions()] == ["random"] and not w.control_ops
+    w = make_workload("random-read", {"target": "file", "io": "read", "file_size": "64KiB", "accesses": 5,
+                                      "prefault": 1, "tasks": 2})
+    assert [r.advice for r in w.regions()] == ["normal"] and w.control_ops
+    ch = next(iter(w.chunks(0)))
+    t0 = ch.ops[ch.offsets[0]:ch.offsets[1]]
+    assert len(t0) == 16 + 1 + 5 == w.nr_accesses() - 5
+    ctrl = np.flatnonzero(t0 & OP_CTRL)
+    assert ctrl.tolist() == [16] and t0[16] & CTRL_KIND_MASK == CTRL_FADVISE
+    assert ch.pages[ch.offsets[0] + 16] == fadvise_op(0, "random")[0]
+    assert not (ch.ops[ch.offsets[1]:ch.offsets[2]] & OP_CTRL).any()     # task 1 reads at random only
+    anon = make_workload("random-read", {"target": "anon", "file_size": "64KiB", "accesses": 5})
+    assert [r.advice for r in anon.regions()] == ["normal"] and not anon.control_ops
