@@ -221,6 +221,8 @@ class _Log:
                     for i in self.live.pop(early):
                         self.v["proc"][i] = p.key
                         self.live[p.key].append(i)
+                    for k, n in self.procs[early].counts.items():
+                        p.counts[k] += n
                     self.procs[early].merged = True
                     del self.cur[child]
                 elif not thread and early is None:
