@@ -154,3 +154,9 @@ def test_anon_browser_runs_and_unmaps_often():
 def test_bad_params_are_refused_naming_the_key(params, match):
     with pytest.raises(ConfigError, match=match):
         make_workload("anon-build", params)
+
+
+@pytest.mark.parametrize("name", ["anon-build", "anon-browser"])
+def test_a_scale_is_refused(name):
+    with pytest.raises(ConfigError, match="scale"):
+        make_workload(name, {}, scale=16)

@@ -46,6 +46,12 @@ class AnonReplay(Workload):
     """Processes replayed from a recording (the shared part of anon-build and anon-browser)."""
     control_ops = True
 
+    def validate(self):
+        if self.scale != 1:
+            raise ConfigError(f"scale: {self.name} replays recorded VMA sizes, which --scale does not shrink; "
+                              f"accepted: 1 (pick a machine of the size wanted instead)")
+        load_recording(self.recording)
+
     def _programs(self, rec):
         return rec.procs[~rec.procs["comm"].isin(SKIP)].sort_values(["start_s", "proc"])
 
@@ -108,6 +114,7 @@ class AnonBuild(AnonReplay):
     access_params = ("procs", "recording")
 
     def validate(self):
+        super().validate()
         n = self.procs or len(self._programs(load_recording(self.recording)))
         if n > MAX_TASKS:
             raise ConfigError(f"procs: the recording {self.recording!r} has {n} processes; accepted: at most "
