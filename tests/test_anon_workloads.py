@@ -78,6 +78,22 @@ def test_trace_replays_the_recorded_process_exactly():
         assert s["exits"] == 1
 
 
+def test_trace_replays_the_whole_build():
+    """Every replayed process of the recorded build: the stores are its touched pages, the brk ops its
+    heap moves after the first (which maps the heap), the munmaps its recorded ones."""
+    rec = load_recording("kbuild")
+    keep = rec.procs[~rec.procs["comm"].isin(["", "make"])]["proc"]
+    v = rec.vmas[rec.vmas["proc"].isin(keep) & rec.vmas["kind"].isin(KINDS)]
+    st = rec.steps[rec.steps["proc"].isin(keep)]
+    heaps = st[st["heap_pages"] > 0]["proc"].nunique()
+    stats = stream_stats(make_workload("anon-build", {}))
+    assert sum(s["stores"].size for s in stats) == int(v["touched_pages"].sum())
+    assert sum(s["munmaps"] for s in stats) == int((~v["unmapped_by"].isin(["exit", "exec"])).sum())
+    first_pos = st.groupby("proc")["heap_pages"].apply(lambda x: int((x > 0).to_numpy().argmax()))
+    assert sum(s["brks"].size for s in stats) >= len(st) - heaps - int(first_pos.sum())
+    assert sum(s["exits"] for s in stats) == len(keep)
+
+
 def test_dist_follows_the_recorded_distributions():
     """source=dist (fixed draw_seed): the sizes of the mapped VMAs and their touched shares follow the
     recorded ones (two-sample KS at alpha = 0.001; the means within 15 %), and the program mix is the

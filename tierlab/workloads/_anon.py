@@ -47,12 +47,33 @@ KINDS = ("mmap", "mprotect", "brk")       # VMA kinds replayed (reservations fau
 MAX_CLASS = 1 << 30
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Recording:
     procs: pd.DataFrame
     vmas: pd.DataFrame
     touches: pd.DataFrame
     steps: pd.DataFrame
+    _by_proc: dict | None = None
+
+    def by_proc(self) -> dict:
+        """proc -> (program, lifetime, its replayed VMA rows as tuples, {vma: touch runs (offset,
+        pages, t_ms)}, its brk steps (t_ms, heap_pages)), built once."""
+        if self._by_proc is None:
+            v = self.vmas[self.vmas["kind"].isin(KINDS)]
+            rows: dict = {}
+            for r in v.itertuples():
+                rows.setdefault(r.proc, []).append(r)
+            runs = {k: (o, n, t) for k, o, n, t in _split_by(self.touches["vma"].to_numpy(), self.touches["offset"],
+                                                             self.touches["pages"], self.touches["t_ms"])}
+            steps = {k: (t, n) for k, t, n in _split_by(self.steps["proc"].to_numpy(), self.steps["t_ms"],
+                                                         self.steps["heap_pages"])}
+            none = (np.empty(0), np.empty(0, np.int64))
+            life = dict(zip(self.procs["proc"], self.procs["lifetime_ms"]))
+            comm = dict(zip(self.procs["proc"], self.procs["comm"].astype(str)))
+            self._by_proc = {pr: (comm[pr], float(life[pr]), rows.get(pr, []),
+                                  {r.vma: runs[r.vma] for r in rows.get(pr, []) if r.vma in runs},
+                                  steps.get(pr, none)) for pr in self.procs["proc"]}
+        return self._by_proc
 
 
 @lru_cache(maxsize=4)
@@ -74,6 +95,18 @@ def load_recording(run: str) -> Recording:
     return Recording(pick(procs), pick(vmas), pick(touches), pick(steps))
 
 
+def _split_by(key: np.ndarray, *cols):
+    """(key value, col slices...) per key value of `key`, rows in file order within each."""
+    o = np.argsort(key, kind="stable")
+    key = key[o]
+    arrays = [np.asarray(c)[o] for c in cols]
+    if key.size == 0:
+        return
+    starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
+    for a, b in zip(starts[:-1], starts[1:]):
+        yield (key[a].item(), *(x[a:b] for x in arrays))
+
+
 @dataclass
 class ProcEvents:
     """One process: its program, lifetime (ms) and events (t_ms, kind, vma, a, b), in time order.
@@ -92,18 +125,11 @@ class ProcEvents:
 
 def recorded_process(rec: Recording, proc: int) -> ProcEvents:
     """The events of recorded process `proc`, as recorded."""
-    p = rec.procs[rec.procs["proc"] == proc].iloc[0]
-    life = float(p["lifetime_ms"])
-    pe = ProcEvents(str(p["comm"]), life)
-    vm = rec.vmas[(rec.vmas["proc"] == proc) & rec.vmas["kind"].isin(KINDS)]
-    tch = rec.touches[rec.touches["vma"].isin(vm["vma"])]
-    by_vma = {k: g for k, g in tch.groupby("vma")}
-    steps = rec.steps[rec.steps["proc"] == proc]
-    for r in vm.itertuples():
+    comm, life, rows, runs, (times, lens) = rec.by_proc()[proc]
+    pe = ProcEvents(comm, life)
+    for r in rows:
         m0, m1 = float(r.map_ms), float(r.unmap_ms)
         if r.kind == "brk":
-            lens = steps["heap_pages"].to_numpy()
-            times = steps["t_ms"].to_numpy()
             if lens.size == 0 or lens.max() <= 0:
                 continue
             pe.extent[r.vma] = int(max(lens.max(), r.pages))
@@ -116,9 +142,8 @@ def recorded_process(rec: Recording, proc: int) -> ProcEvents:
             pe.events.append((m0, EV_MAP, r.vma, int(r.pages), 0))
             if r.unmapped_by not in ("exit", "exec"):
                 pe.events.append((m1, EV_UNMAP, r.vma, 0, 0))
-        g = by_vma.get(r.vma)
-        if g is not None:
-            for off, n, t in zip(g["offset"].to_numpy(), g["pages"].to_numpy(), g["t_ms"].to_numpy()):
+        if r.vma in runs:
+            for off, n, t in zip(*runs[r.vma]):
                 t = min(max(float(t), m0), m1) if r.kind != "brk" else float(t)
                 pe.events.append((t, EV_TOUCH, r.vma, int(off), int(n)))
     return pe.sort()
