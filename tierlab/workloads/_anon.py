@@ -177,7 +177,7 @@ def draw_process(rec: Recording, comm: str, rng, vma_rows: dict, proc_rows: dict
     exit), its touched pages laid out by touch_runs in a random order of the runs; the heap grows by
     brk steps of the drawn heap's recorded sizes."""
     procs = proc_rows[comm]
-    p = procs.iloc[int(rng.integers(len(procs)))]
+    p = procs[int(rng.integers(len(procs)))]
     life = max(float(p["lifetime_ms"]), 1e-3)
     pe = ProcEvents(comm, life)
     counts = p["_counts"]
@@ -187,7 +187,7 @@ def draw_process(rec: Recording, comm: str, rng, vma_rows: dict, proc_rows: dict
         if rows is None or not counts.get(kind, 0):
             continue
         for _ in range(counts[kind]):
-            r = rows.iloc[int(rng.integers(len(rows)))]
+            r = rows[int(rng.integers(len(rows)))]
             plife = max(float(r["_life"]), 1e-3)
             t0 = float(r["map_ms"]) / plife * life
             t1 = float(r["unmap_ms"]) / plife * life
@@ -218,9 +218,9 @@ def draw_process(rec: Recording, comm: str, rng, vma_rows: dict, proc_rows: dict
 
 
 def dist_tables(rec: Recording) -> tuple[dict, dict]:
-    """The recording indexed for draw_process: VMA rows per (program, kind) with their process's
-    lifetime and (heaps) the heap lengths after each brk step; process rows per program with their
-    VMA counts per kind."""
+    """The recording indexed for draw_process: VMA rows (dicts) per (program, kind) with their
+    process's lifetime and (heaps) the heap lengths after each brk step; process rows per program
+    with their VMA counts per kind."""
     life = rec.procs.set_index("proc")["lifetime_ms"]
     comm = rec.procs.set_index("proc")["comm"]
     v = rec.vmas[rec.vmas["kind"].isin(KINDS)].copy()
@@ -228,13 +228,13 @@ def dist_tables(rec: Recording) -> tuple[dict, dict]:
     v["_comm"] = v["proc"].map(comm)
     steps = {k: g["heap_pages"].to_numpy() for k, g in rec.steps.groupby("proc")}
     v["_steps"] = [steps.get(pr, np.empty(0, int)) if k == "brk" else None for pr, k in zip(v["proc"], v["kind"])]
-    vma_rows = {key: g.reset_index(drop=True) for key, g in v.groupby(["_comm", "kind"])}
+    vma_rows = {key: g.to_dict("records") for key, g in v.groupby(["_comm", "kind"])}
     cnt = v.groupby(["proc", "kind"]).size().unstack(fill_value=0)
     proc_rows = {}
     for c, g in rec.procs.groupby("comm"):
         g = g.copy()
         g["_counts"] = [cnt.loc[pr].to_dict() if pr in cnt.index else {} for pr in g["proc"]]
-        proc_rows[c] = g.reset_index(drop=True)
+        proc_rows[c] = g.to_dict("records")
     return vma_rows, proc_rows
 
 
