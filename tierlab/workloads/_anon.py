@@ -20,7 +20,7 @@ gets a slot of the smallest power-of-two size class that holds its largest exten
 that the processes of one *lane* share one after another (a slot is free again after its VMA's
 munmap or its process's exit): the generator knows every page id before the engine runs it, and no
 two processes that may run at once share a slot. Slots are laid out in decreasing class size, so
-each starts naturally aligned to its class (at most 2 MiB).
+each starts naturally aligned to its class.
 
 Simplifications, named: a VMA starts aligned to its size class (the recorded start within a 2 MiB
 frame is kept in data/anon/vmas.csv as `start_mod_512` but not replayed); touches are stores in
