@@ -126,6 +126,25 @@ def test_dist_follows_the_recorded_distributions():
         assert abs((comms == c).mean() - p) < 4 * np.sqrt(p * (1 - p) / len(pes)) + 1e-9
 
 
+def test_browser_dist_follows_the_recorded_vmas():
+    """anon-browser source=dist: as many VMAs of each kind as recorded; the commits' sizes and touched
+    shares follow the recorded ones (KS at alpha = 0.001)."""
+    rec = load_recording("node")
+    pe = make_workload("anon-browser", {"source": "dist", "draw_seed": 3})._plan()[0][0]
+    proc = int(rec.procs.sort_values("anon_touched_pages").iloc[-1]["proc"])
+    v = rec.vmas[(rec.vmas["proc"] == proc) & rec.vmas["kind"].isin(KINDS)]
+    assert len(pe.extent) == len(v)
+    touched = {}
+    for _, kind, vma, a, b in pe.events:
+        if kind == 2:
+            touched[vma] = touched.get(vma, 0) + b
+    sizes = np.array(list(pe.extent.values()))
+    shares = np.array([touched.get(k, 0) / n for k, n in pe.extent.items()])
+    rs, rsh = v["pages"].to_numpy(), (v["touched_pages"] / v["pages"]).to_numpy()
+    crit = 1.95 * np.sqrt(2 / len(v))
+    assert ks_statistic(sizes, rs) < crit and ks_statistic(shares, rsh) < crit
+
+
 def small_run(workload, params, pages=1 << 17):
     m = machine((pages, 2, DRAM))
     sim = Simulation(m, Kernel(), make_workload(workload, params))
