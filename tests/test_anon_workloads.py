@@ -182,6 +182,18 @@ def test_user_time_adds_the_recorded_gaps_as_cpu_work():
     assert b.result().sim_time_s - a.result().sim_time_s > 0.03
 
 
+def test_free_waves_keep_the_cpus_busy_and_fault_the_same():
+    """waves=phase waits for a wave's slowest process; waves=free does not: the same faults and CPU
+    time in less simulated time."""
+    p = {"procs": 48, "jobs": 8, "user_time": 0.05}
+    a = small_run("anon-build", p | {"waves": "phase"})
+    b = small_run("anon-build", p | {"waves": "free"})
+    assert counters(a)["pgfault"] == counters(b)["pgfault"]
+    ta, tb = a.result(), b.result()
+    assert abs(ta.tasks["runtime_s"].sum() - tb.tasks["runtime_s"].sum()) < 1e-3 * ta.tasks["runtime_s"].sum()
+    assert tb.sim_time_s < ta.sim_time_s
+
+
 def test_anon_browser_runs_and_unmaps_often():
     w = make_workload("anon-browser", {})
     st = stream_stats(w)
