@@ -63,8 +63,9 @@ class AnonReplay(Workload):
         return rec.procs[~rec.procs["comm"].isin(SKIP)].sort_values(["start_s", "proc"])
 
     def _plan(self):
-        """(per process: ProcEvents, lane), computed once from the params (deterministic: the seed of
-        source=dist is the workload's `draw_seed` param, so regions() and chunks() agree)."""
+        """(ProcEvents per process, their slots (plan_slots), the regions, slot -> region and base),
+        computed once from the params (deterministic: source=dist draws with the `draw_seed` param,
+        so regions() and chunks() agree). Process i is in job slot (lane) i % nr_lanes."""
         if getattr(self, "_planned", None) is not None:
             return self._planned
         rec = load_recording(self.recording)
