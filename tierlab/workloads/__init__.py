@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
+from .anon_browser import AnonBrowser
+from .anon_build import AnonBuild
 from .anon_pressure import AnonPressure
 from .base import Chunk, Process, Region, Workload
 from .file_read import FileRead
@@ -12,7 +14,8 @@ from .random_read import RandomRead
 from .trace import TraceWorkload
 
 WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, Fio, RandomRead, AnonPressure,
-                                                              HotChunks, TraceWorkload, Memtier)}
+                                                              HotChunks, TraceWorkload, Memtier, AnonBuild,
+                                                              AnonBrowser)}
 
 
 def register(cls: type[Workload]) -> type[Workload]:
