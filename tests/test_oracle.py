@@ -219,6 +219,18 @@ def test_suite_entries_are_valid():
         guest.knob_writes(Kernel(**e.knobs))
 
 
+def test_suite_rows_agree_by_factor_or_slack():
+    e = next(e for e in suite.ENTRIES if e.mechanism == "lru")
+    mech = suite.MECHANISMS["lru"]
+    res = suite.EntryResult(e, guest=[{c: 100 for c in mech.rows} | {"pgactivate": 4},
+                                      {c: 100 for c in mech.rows} | {"pgactivate": 3}],
+                            model={c: 100 for c in mech.rows} | {"pgactivate": 0, "pgscan (kswapd+direct)": 151})
+    rows = {r["counter"]: r for r in res.rows()}
+    assert rows["pgactivate"]["agree"] and rows["pgactivate"]["ratio"] == 0      # 3.5 apart <= slack 50
+    assert rows["pgsteal (kswapd+direct)"]["agree"] and not rows["pgscan (kswapd+direct)"]["agree"]  # 1.51x, 51 apart
+    assert mech.slack == 50
+
+
 def test_write_doc_keeps_the_text_around_the_tables(tmp_path):
     doc = tmp_path / "oracle.md"
     doc.write_text(f"# t\n\nbefore\n\n{suite.BEGIN}\nold table\n{suite.END}\n\nfindings\n")

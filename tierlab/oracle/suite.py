@@ -50,6 +50,8 @@ class Mechanism:
     factor: float                  # agree when 1/factor <= model/guest <= factor
     shown: tuple[str, ...] = ()    # shown, not judged ...
     shown_why: str = ""            # ... for this reason
+    slack: int = 0                 # also agree when |model - guest| <= slack events ...
+    slack_why: str = ""            # ... for this reason (counts the guest's own background reaches)
 
     @property
     def rows(self) -> tuple[str, ...]:
@@ -83,6 +85,14 @@ MECHANISMS = {m.name: m for m in (
               ("numa_pte_updates", "numa_hint_faults", "pgpromote_candidate", "pgpromote_success"), 1.5,
               shown=("pgdemote_kswapd", "pgmigrate_success", "pgactivate"),
               shown_why="consequences of the promotions, shown for the explanation"),
+    Mechanism("lru", "page-cache reclaim: the classic active/inactive LRU against the multi-gen LRU (lru_gen) "
+                     "under buffered random reads of a file larger than the node, no demotion",
+              ("pgsteal (kswapd+direct)", "pgscan (kswapd+direct)", "workingset_refault_file",
+               "workingset_activate_file", "pgactivate"), 1.5,
+              shown=("pgdeactivate", "pgrefill", "workingset_restore_file", "pgsteal_kswapd", "pgsteal_direct"),
+              shown_why="the split between kswapd and direct reclaim follows timing; the rest explain the judged rows",
+              slack=50, slack_why="MGLRU's pgactivate: the model counts none for these reads; a handful "
+                                  "against ~280,000 steals is not a difference this comparison can read"),
 )}
 
 _DEMOTE = {"demotion_enabled": 1}
@@ -101,6 +111,20 @@ ENTRIES = [
           {"target": "file", "io": "mmap", "prefault": 1, "file_size": "1536MiB", "dist": "zipf",
            "accesses": 4_000_000}, _PROMOTE,
           note="mmap'd file 1.5x node 0, default policy, read once (page cache spills to node 1), then zipf(0.99) 4 KiB loads"),
+    Entry("promote-hot-chunks", "promotion", "hot-chunks",
+          {"total": "1536MiB", "chunk": "128MiB", "visits": 24, "iterations": 2048}, _PROMOTE,
+          note="seed 002's microbenchmark (time-based hot threshold, the default column's mechanism) at 1/4 of "
+               "qemu-2node: 1.5x node 0 of anon memory written once (spills to node 1), then 24 visits of a random "
+               "32 MiB chunk, each walking a random set of the chunk's pages 2048 times"),
+    Entry("lru-classic-pread", "lru", "random-read",
+          {"target": "file", "io": "read", "file_size": "1536MiB", "policy": "bind:0", "accesses": 600_000},
+          {"lru_gen": 0},
+          note="pread() of uniform random 4 KiB pages of a file 1.5x node 0, page cache bound to node 0 (fio's psync "
+               "engine), classic LRU"),
+    Entry("lru-mglru-pread", "lru", "random-read",
+          {"target": "file", "io": "read", "file_size": "1536MiB", "policy": "bind:0", "accesses": 600_000},
+          {"lru_gen": 7},
+          note="the same reads with the multi-gen LRU (lru_gen/enabled = 0x7, written after the default setting 0)"),
 ]
 
 
@@ -146,7 +170,9 @@ class EntryResult:
                 row["matched_ratio"] = ratio(row["matched"], gm)
                 judged = row["matched_ratio"]
             row["judged"] = c in mech.counters
-            row["agree"] = (not math.isnan(judged)) and (1 / mech.factor <= judged <= mech.factor)
+            within = m if self.matched is None else row["matched"]
+            row["agree"] = ((not math.isnan(judged)) and (1 / mech.factor <= judged <= mech.factor)) or (
+                gm is not None and within is not None and abs(within - gm) <= mech.slack)
             out.append(row)
         return out
 
@@ -203,6 +229,7 @@ def markdown(results: list[EntryResult]) -> str:
             continue
         out.append(f"### {mech.title}\n")
         out.append(f"Agreement: model/guest within a factor of {mech.factor:g} (guest: the mean of its runs)"
+                   + (f", or within {mech.slack} events of each other ({mech.slack_why})" if mech.slack else "")
                    + (f"; rows marked 'shown' are not judged ({mech.shown_why})" if mech.shown else "") + ".\n")
         for r in rs:
             e = r.entry
