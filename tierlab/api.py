@@ -477,8 +477,9 @@ class Simulation:
 def check_control_ops(ch, regions, state) -> None:
     """The control ops of a chunk, before it runs: a known kind, a region slot that exists, an
     mmap/brk length within the slot and a multiple of its folio size, an exit as the task's last
-    op in the chunk, a fadvise of a file region with a known advice. (Whether a slot is mapped by the right process at that moment is the
-    engine's to check: a wrong one stops the run with a SIGSEGV message.)"""
+    op in the chunk, a fadvise of a file region with a known advice. (Whether a slot is mapped by
+    the right process at that moment is the engine's to check: a wrong one stops the run with a
+    SIGSEGV message.)"""
     from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL
     from .core.state import FADV_CODES
     # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
