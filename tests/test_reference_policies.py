@@ -20,12 +20,17 @@ BELADY = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5]
 
 
 def naive_misses(pages, capacity, policy, n_bit_counter=1, init_freq=0):
-    """List-based LRU/FIFO/CLOCK; the CLOCK rule is libCacheSim Clock.c's, written plainly."""
+    """List-based LRU/FIFO/CLOCK/OPT; the CLOCK rule is libCacheSim Clock.c's, written plainly;
+    OPT evicts the resident page whose next request is farthest (never: farthest of all)."""
     max_freq = (1 << n_bit_counter) - 1
     queue = []  # oldest first
     freq = {}
     misses = 0
-    for p in pages:
+
+    def next_use(q, i):
+        return next((j for j in range(i + 1, len(pages)) if pages[j] == q), len(pages))
+
+    for i, p in enumerate(pages):
         if p in freq:
             if policy == "lru":
                 queue.remove(p)
@@ -39,6 +44,8 @@ def naive_misses(pages, capacity, policy, n_bit_counter=1, init_freq=0):
                 while freq[queue[0]] >= 1:
                     freq[queue[0]] -= 1
                     queue.append(queue.pop(0))
+            if policy == "opt":
+                queue.sort(key=lambda q: next_use(q, i), reverse=True)
             del freq[queue.pop(0)]
         queue.append(p)
         freq[p] = init_freq
@@ -64,12 +71,21 @@ def naive_misses(pages, capacity, policy, n_bit_counter=1, init_freq=0):
 # CLOCK, 4 pages: 1 2 3 4 miss, hits ref(1) ref(2); 5 miss: 1, 2 recycled, evict 3 -> [4 1 2 5];
 #   hits ref(1) ref(2); 3 miss evicts 4 -> [1' 2' 5 3]; 4 miss: 1, 2 recycled, evict 5
 #   -> [3 1 2 4]; 5 miss evicts 3 -> 8.
+# OPT, 3 pages: 1 2 3 miss; 4 evicts 3 (next uses 1@4, 2@5, 3@9) -> [1 2 4]; hits 1 2; 5 evicts 4
+#   (1@7, 2@8, 4@10); hits 1 2; 3 evicts 1 or 2 (neither comes back); 4 evicts the other; 5 hit
+#   -> 7.   OPT, 4 pages: 1 2 3 4 miss; hits 1 2; 5 evicts 4 (the farthest, @10); hits 1 2 3;
+#   4 evicts one of 1 2 3; 5 hit -> 6.
 #
 # Sequence 1,2,1,3,2 with 2 pages separates the policies:
 # LRU: 1 2 miss, 1 hit -> [2 1], 3 evicts 2, 2 miss -> 4.   FIFO: 3 evicts 1, 2 hits -> 3.
 # CLOCK (init_freq=0): 3 recycles ref'd 1 and evicts 2 -> [1 3], 2 miss -> 4.
 # CLOCK (init_freq=1): 1 and 2 both referenced; 3 clears both and evicts 1 -> [2 3], 2 hit -> 3.
+# OPT: 3 evicts 1 (never again) rather than 2 (@4), 2 hits -> 3.
 HAND_CASES = [
+    (BELADY, 3, "opt", {}, 7),
+    (BELADY, 4, "opt", {}, 6),
+    ([1, 2, 1, 3, 2], 2, "opt", {}, 3),
+    ([7, 7, 8, 7, 8], 1, "opt", {}, 4),
     (BELADY, 3, "fifo", {}, 9),
     (BELADY, 4, "fifo", {}, 10),
     (BELADY, 3, "lru", {}, 10),
@@ -97,6 +113,7 @@ def test_named_wrappers_match_dispatcher():
     assert ref.simulate_lru(pages, 3) == 10
     assert ref.simulate_fifo(pages, 3) == 9
     assert ref.simulate_clock(pages, 4) == 8
+    assert ref.simulate_opt(pages, 3) == 7
     assert ref.simulate(pages, 4, ref.POLICY_FIFO) == ref.simulate(pages, 4, "fifo")
 
 
@@ -107,6 +124,7 @@ def test_kernels_take_dense_ids():
     assert tuple(ref.fifo_kernel(ids, n_ids, 3)) == (9, 6)
     assert tuple(ref.clock_kernel(ids, n_ids, 3, 1, 0)) == (10, 7)
     assert tuple(ref.reference_kernel(ref.POLICY_CLOCK, ids, n_ids, 3, 1, 0)) == (10, 7)
+    assert tuple(ref.opt_kernel(ids, n_ids, 3)) == (7, 4)
 
 
 def test_remap_paths_give_first_appearance_ids():
@@ -165,7 +183,7 @@ def test_rejects_non_integer_pages():
 
 
 def _libcachesim_misses(lcs, path, n_requests, capacity, policy, **kw):
-    cache_cls = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock}[policy]
+    cache_cls = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "opt": lcs.Belady}[policy]
     reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
     # hashpower only sizes libCacheSim's hash table; its default (2**24 buckets) costs ~50 ms to
     # allocate per cache, which dominates these small traces.
@@ -196,9 +214,10 @@ def test_miss_counts_equal_libcachesim(kind, tmp_path):
     n_requests, n_pages = 20_000, 2_000
     pages = _trace(kind, n_requests, n_pages, seed=len(kind))
     path = tmp_path / "trace.oracleGeneral"
-    write_oracle_general(path, pages)
+    # next_access_vtime is Belady's input; the other policies ignore it
+    write_oracle_general(path, pages, next_access=True)
     for capacity in (1, 7, 100, 500, 1999, 2500):
-        for policy in ("lru", "fifo", "clock"):
+        for policy in ("lru", "fifo", "clock", "opt"):
             ours = ref.simulate(pages, capacity, policy).nr_misses
             theirs = _libcachesim_misses(lcs, path, n_requests, capacity, policy)
             assert ours == theirs, (kind, capacity, policy)
@@ -230,7 +249,7 @@ def test_per_request_api_agrees_on_each_request():
 # ----------------------------------------------------------------------------------------------
 
 page_lists = st.lists(st.integers(min_value=0, max_value=12), min_size=0, max_size=80)
-policies = st.sampled_from(["lru", "fifo", "clock"])
+policies = st.sampled_from(["lru", "fifo", "clock", "opt"])
 
 
 @settings(deadline=None, max_examples=150)
@@ -252,6 +271,17 @@ def test_prop_lru_inclusion(pages):
     arr = np.array(pages, dtype=np.int64)
     misses = [ref.simulate_lru(arr, c) for c in range(1, 15)]
     assert all(a >= b for a, b in zip(misses, misses[1:]))
+
+
+@settings(deadline=None, max_examples=100)
+@given(pages=page_lists, capacity=st.integers(1, 10))
+def test_prop_opt_is_a_lower_bound(pages, capacity):
+    arr = np.array(pages, dtype=np.int64)
+    opt = ref.simulate_opt(arr, capacity)
+    for policy in ("lru", "fifo", "clock"):
+        assert opt <= ref.simulate(arr, capacity, policy).nr_misses, policy
+    # OPT is a stack algorithm too: more memory never costs a miss
+    assert ref.simulate_opt(arr, capacity + 1) <= opt
 
 
 @settings(deadline=None, max_examples=150)

@@ -1,4 +1,4 @@
-"""Exact single-tier reference replacement policies: LRU, FIFO and CLOCK.
+"""Exact single-tier reference replacement policies: LRU, FIFO, CLOCK and OPT (Belady).
 
 These are textbook policies over a page trace and a cache capacity in pages, kept for teaching and
 for cross-checking tierlab against libCacheSim.  They are not a model of the kernel's LRU (see
@@ -22,11 +22,20 @@ object has size 1 and the libCacheSim cache size equals ``capacity``:
     stepping the hand past it, and writing the new page into the victim's slot and stepping the
     hand puts the new page at the newest end, so the order matches libCacheSim's list exactly.
 
+``opt`` (libCacheSim ``cache/eviction/Belady.c``; Belady's MIN under demand paging)
+    Every miss inserts the page; when full, the resident page whose next request is farthest in
+    the future (never again counts as farthest) is evicted.  No policy that must admit every
+    missed page misses less, so OPT is the lower bound the notebooks put beside the kernel's LRUs.
+    Here: next-use indices from one backward pass, and a binary max-heap of (next use, page)
+    keys with lazy deletion (a hit pushes the page's new key; a popped key that is not the page's
+    current one is skipped), O(log n) per request.  Pages that are never requested again tie;
+    which of them goes does not change the miss count.
+
 Pages are arbitrary int64 ids.  ``remap_page_ids`` turns them into dense ids in order of first
 appearance (a direct lookup array when they are already small and non-negative, else the growing
 open-addressing hash of ``trace_kernels.PageIds``), so every request costs O(1).  Capacity is in
 pages and every page has the same size; object sizes, TTLs, deletes and admission control are
-not modelled.  Parity with the libcachesim 0.3.5 Python bindings (all three policies, and CLOCK
+not modelled.  Parity with the libcachesim 0.3.5 Python bindings (all four policies, and CLOCK
 with other n_bit_counter and init_freq values) is checked in tests/test_reference_policies.py.
 """
 
@@ -43,8 +52,9 @@ from tierlab.errors import ConfigError
 POLICY_LRU = 0
 POLICY_FIFO = 1
 POLICY_CLOCK = 2
+POLICY_OPT = 3
 
-POLICY_CODES = {"lru": POLICY_LRU, "fifo": POLICY_FIFO, "clock": POLICY_CLOCK}
+POLICY_CODES = {"lru": POLICY_LRU, "fifo": POLICY_FIFO, "clock": POLICY_CLOCK, "opt": POLICY_OPT}
 
 # Pages in [0, limit) are relabelled through a direct lookup array of `limit` int32s, which is
 # cheaper than hashing every request and costs memory linear in the trace length.
@@ -196,6 +206,86 @@ def clock_kernel(ids, n_ids, capacity, n_bit_counter, init_freq):
 
 
 @numba.njit(cache=True)
+def _heap_push(heap, n, key):
+    """Push `key` onto the binary max-heap heap[0:n]; returns the new size."""
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[parent] >= key:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = key
+    return n + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(heap, n):
+    """Remove the largest key of the max-heap heap[0:n]; returns (key, new size)."""
+    top = heap[0]
+    n -= 1
+    last = heap[n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and heap[child + 1] > heap[child]:
+            child += 1
+        if heap[child] <= last:
+            break
+        heap[i] = heap[child]
+        i = child
+    if n > 0:
+        heap[i] = last
+    return top, n
+
+
+@numba.njit(cache=True)
+def opt_kernel(ids, n_ids, capacity):
+    """Belady's OPT over dense ids; returns (misses, evictions).
+
+    Models: libCacheSim cache/eviction/Belady.c with unit-size objects.  A heap key is
+    next_use * 2**31 + page (both < 2**31), so the largest key is the farthest next use.
+    """
+    n = ids.shape[0]
+    never = n  # the next use of a page that is not requested again
+    next_use = np.empty(n, dtype=np.int64)
+    last = np.full(n_ids, never, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        next_use[i] = last[ids[i]]
+        last[ids[i]] = i
+    shift = np.int64(1) << 31
+    key_of = np.full(n_ids, -1, dtype=np.int64)  # the resident page's current heap key; -1: not resident
+    heap = np.empty(n + 1, dtype=np.int64)
+    size = 0
+    n_resident = 0
+    misses = 0
+    evictions = 0
+    for i in range(n):
+        x = ids[i]
+        key = next_use[i] * shift + x
+        if key_of[x] >= 0:
+            key_of[x] = key
+            size = _heap_push(heap, size, key)
+            continue
+        misses += 1
+        if n_resident == capacity:
+            while True:
+                top, size = _heap_pop(heap, size)
+                victim = top % shift
+                if key_of[victim] == top:
+                    break
+            key_of[victim] = -1
+            evictions += 1
+        else:
+            n_resident += 1
+        key_of[x] = key
+        size = _heap_push(heap, size, key)
+    return misses, evictions
+
+
+@numba.njit(cache=True)
 def reference_kernel(policy, ids, n_ids, capacity, n_bit_counter, init_freq):
     """Run the policy with integer code ``policy``; returns (misses, evictions), or (-1, -1) for
     an unknown code.  n_bit_counter and init_freq are used by POLICY_CLOCK only."""
@@ -205,6 +295,8 @@ def reference_kernel(policy, ids, n_ids, capacity, n_bit_counter, init_freq):
         return fifo_kernel(ids, n_ids, capacity)
     if policy == POLICY_CLOCK:
         return clock_kernel(ids, n_ids, capacity, n_bit_counter, init_freq)
+    if policy == POLICY_OPT:
+        return opt_kernel(ids, n_ids, capacity)
     return -1, -1
 
 
@@ -294,7 +386,7 @@ def _policy_code(policy) -> int:
 
 def simulate(pages, capacity: int, policy=POLICY_LRU, *, n_bit_counter: int = 1,
              init_freq: int = 0) -> ReferenceCounts:
-    """Run a reference policy ("lru"/"fifo"/"clock" or a POLICY_* code) over a page trace.
+    """Run a reference policy ("lru"/"fifo"/"clock"/"opt" or a POLICY_* code) over a page trace.
 
     capacity is in pages.  n_bit_counter and init_freq are CLOCK's libCacheSim parameters
     (defaults 1 and 0, as in libCacheSim) and are ignored by the other policies.
@@ -328,3 +420,8 @@ def simulate_clock(pages, capacity: int, n_bit_counter: int = 1, init_freq: int 
     """Misses of CLOCK with ``capacity`` pages (libCacheSim Clock, same parameter defaults)."""
     return simulate(pages, capacity, POLICY_CLOCK, n_bit_counter=n_bit_counter,
                     init_freq=init_freq).nr_misses
+
+
+def simulate_opt(pages, capacity: int) -> int:
+    """Misses of Belady's OPT with ``capacity`` pages (libCacheSim Belady)."""
+    return simulate(pages, capacity, POLICY_OPT).nr_misses

@@ -1,8 +1,8 @@
-"""A cache-simulator face for traces: exact LRU/FIFO/CLOCK miss ratios and the LRU miss-ratio curve.
+"""A cache-simulator face for traces: exact LRU/FIFO/CLOCK/OPT miss ratios and the LRU miss-ratio curve.
 
 `cachesim` replays a trace's accesses (counts expanded; tasks and ops ignored: one object per page,
 all objects of size 1) through the exact reference policies of `tierlab.core.reference`, which match
-libCacheSim's LRU, FIFO and Clock miss for miss when its cache size is given in objects. `lru_mrc`
+libCacheSim's LRU, FIFO, Clock and Belady miss for miss when its cache size is given in objects. `lru_mrc`
 gives LRU's miss ratio at every size from one pass over the trace: an access hits an LRU cache of C
 objects exactly when its stack distance is < C (`analysis.StackDistances`, O(n log n)).
 
@@ -19,7 +19,7 @@ from .analysis import PageIds, StackDistances
 from .format import CHUNK_RECORDS
 from .readers import open_trace
 
-POLICIES = tuple(reference.POLICY_CODES)  # lru, fifo, clock
+POLICIES = tuple(reference.POLICY_CODES)  # lru, fifo, clock, opt
 _SIZE_HELP = ("expected a number of objects >= 1 or a percentage in (0, 100] of the trace's "
               "distinct objects, e.g. 1000 or 10%")
 
