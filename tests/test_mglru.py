@@ -161,6 +161,39 @@ def test_eviction_order_and_tier_protection():
     assert all(present[first:]), "pages read once were not evicted oldest first"
 
 
+def test_lru_gen_views_match_the_state():
+    """Simulation.lru_gen() (debugfs lru_gen_full's table, with pages per tier) and lru_gen_tiers():
+    folios read 1, 2, 3 and 6 times through read() sit in tiers 0, 1, 2 and 3 (refs + PG_workingset
+    = 0, 1, 2, 4) of the generation they were added to (a read of the folio the previous read
+    ended in is not marked, so other pages, read once, come between); after pressure, per generation the tiers
+    still add up to nr_pages; the controller rows are read_ctrl_pos()'s numbers and the decision is
+    the stored tier_idx."""
+    sim = make_sim(machine((400, 1, DRAM)), [Region("f", "file", 1200, advice="random")], lru_gen="y", lru_batch_size=1)
+    times = {0: 1, 1: 2, 2: 3, 3: 6}
+    run(sim, [(y, READ) for k in range(6) for x, n in times.items() if k < n for y in (x, 100 + 4 * k + x)])
+    g = sim.lru_gen()
+    young = g[(g.type == "file") & (g.nr_pages > 0)]
+    assert young.seq.tolist() == [1]                     # min_seq + 1 with 4 generations
+    assert young[["tier0", "tier1", "tier2", "tier3"]].values.tolist() == [[1 + 12, 1, 1, 1]]
+    fill_and_stream(sim, 300, 10, 400)
+    s = sim.state
+    lv = lrugen(sim)
+    g = sim.lru_gen()
+    assert (g[[f"tier{i}" for i in range(st.MAX_NR_TIERS)]].sum(axis=1) == g.nr_pages).all()
+    f = g[g.type == "file"]
+    assert f.seq.tolist() == list(range(int(lv["min_seq"][FILE]), int(lv["max_seq"]) + 1))
+    assert f.age.tolist() == list(range(len(f) - 1, -1, -1))
+    assert int(g.nr_pages.sum()) == int(lv["lru_size"].sum())
+    t = sim.lru_gen_tiers()
+    assert len(t) == st.ANON_AND_FILE * st.MAX_NR_TIERS
+    for row in t.itertuples():
+        typ = ANON if row.type == "anon" else FILE
+        r, total = mglru.read_ctrl_pos(s, 0, typ, row.tier)
+        assert (row.refaulted + row.avg_refaulted, row.protected + row.evicted + row.avg_total) == (r, total)
+        assert row.tier_idx == int(lv["tier_idx"][typ])
+    assert make_sim(machine((400, 1, DRAM)), [Region("f", "file", 8)]).lru_gen().empty
+
+
 def test_shadow_refault_into_gen_and_tier():
     """lru_gen_eviction leaves token = min_seq << 2 | max(refs - 1, 0) and PG_workingset = refs > 0;
     a refault whose token seq is min_seq is recent: refaulted[type][tier], workingset_activate; with

@@ -407,6 +407,70 @@ class Simulation:
         df.attrs["stride"] = int(s.sys[0]["hintlog_stride"])
         return df
 
+    def lru_gen(self) -> pd.DataFrame:
+        """The multi-gen LRU as it stands, like /sys/kernel/debug/lru_gen_full: one row per node,
+        type (anon, file) and live generation (min_seq[type]..max_seq, oldest first): seq, gen (its
+        slot, seq % MAX_NR_GENS), age (max_seq - seq: 0 is the youngest), age_ms (the kernel's ms
+        clock now less the generation's birth, full-size ms under --scale), nr_pages (lrugen's
+        count), and tier0..tier3, those pages by the tier of their folio's refs (lru_tier_from_refs
+        of refs + PG_workingset), counted from the folios' own generation bits, so a folio whose
+        generation was raised lazily counts where the kernel's nr_pages counts it. Empty for nodes
+        whose lruvec is classic (lru_gen off)."""
+        from .core.mglru import GEN_SHIFT, LRU_REFS_MASK, REFS_SHIFT
+        s = self.state
+        pg = s.pages
+        order = pg.order.view(np.uint8)
+        heads = np.flatnonzero(pg.flags & st.PG_LRU)
+        nid = pg.node[heads].astype(np.int64)
+        on = s.lruvec["lru_gen_enabled"][nid] != 0
+        heads, nid = heads[on], nid[on]
+        o = order[heads].astype(np.int64)
+        gen = (o >> GEN_SHIFT) & (st.MAX_NR_GENS - 1)
+        refs = ((o >> REFS_SHIFT) & LRU_REFS_MASK) + ((pg.flags[heads] & st.PG_WORKINGSET) != 0)
+        tier = np.searchsorted([0, 1, 2, 4], refs, side="right") - 1   # order_base_2(refs + 1)
+        typ = np.where(pg.flags2[heads] & st.F2_ANON, st.LRU_GEN_ANON, st.LRU_GEN_FILE)
+        N = s.lruvec.shape[0]
+        hist = np.zeros((N, st.ANON_AND_FILE, st.MAX_NR_GENS, st.MAX_NR_TIERS), np.int64)
+        np.add.at(hist, (nid, typ, gen, tier), np.int64(1) << (o & int(st.ORDER_MASK)))
+        now = int(int(s.sys[0]["now"]) * self.workload.scale // 1_000_000)
+        rows = []
+        for n in range(N):
+            lv = s.lruvec[n]
+            if not lv["lru_gen_enabled"]:
+                continue
+            max_seq = int(lv["max_seq"])
+            for t, tname in ((st.LRU_GEN_ANON, "anon"), (st.LRU_GEN_FILE, "file")):
+                for seq in range(int(lv["min_seq"][t]), max_seq + 1):
+                    g = seq % st.MAX_NR_GENS
+                    rows.append((n, tname, seq, g, max_seq - seq, now - int(lv["timestamps"][g]),
+                                 int(lv["nr_pages"][g, t]), *hist[n, t, g].tolist()))
+        return pd.DataFrame(rows, columns=["node", "type", "seq", "gen", "age", "age_ms", "nr_pages",
+                                           *(f"tier{i}" for i in range(st.MAX_NR_TIERS))])
+
+    def lru_gen_tiers(self) -> pd.DataFrame:
+        """The refault PID controller's inputs and its last decision, one row per node (lru_gen on),
+        type and tier: refaulted, evicted and protected in the current generation (the P term;
+        tier 0 is never protected), avg_refaulted and avg_total (the I term), the rate
+        (avg_refaulted + refaulted) / (avg_total + evicted + protected) that get_tier_idx()
+        compares with tier 0's, and tier_idx, the type's last get_tier_idx(): tiers above it are
+        protected from eviction (mglru.py)."""
+        s = self.state
+        rows = []
+        for n in range(s.lruvec.shape[0]):
+            lv = s.lruvec[n]
+            if not lv["lru_gen_enabled"]:
+                continue
+            for t, tname in ((st.LRU_GEN_ANON, "anon"), (st.LRU_GEN_FILE, "file")):
+                for tier in range(st.MAX_NR_TIERS):
+                    prot = int(lv["protected"][t, tier - 1]) if tier else 0
+                    ref, ev = int(lv["refaulted"][t, tier]), int(lv["evicted"][t, tier])
+                    avg_r, avg_t = int(lv["avg_refaulted"][t, tier]), int(lv["avg_total"][t, tier])
+                    total = avg_t + ev + prot
+                    rows.append((n, tname, tier, ref, ev, prot, avg_r, avg_t,
+                                 (avg_r + ref) / total if total else float("nan"), int(lv["tier_idx"][t])))
+        return pd.DataFrame(rows, columns=["node", "type", "tier", "refaulted", "evicted", "protected",
+                                           "avg_refaulted", "avg_total", "refault_rate", "tier_idx"])
+
     def _locks(self) -> pd.DataFrame:
         """One row per lock: `lock` (lru_lock, xa_lock), `of` (the node or file), acquisitions,
         hold_ns and wait_ns summed over them, `contended` (acquisitions that waited) and `beyond`
