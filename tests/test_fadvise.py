@@ -79,3 +79,17 @@ def test_uniform_preads_miss_as_often_as_exact_lru(lru_gen):
     pages = np.concatenate([c.pages for c in w.chunks(0)])
     exact = simulate_lru(pages, cached)
     assert abs(int(r.counters["pgalloc"]) / exact - 1) < 0.05, (int(r.counters["pgalloc"]), exact)
+
+
+def test_normal_dist_is_a_gaussian_hot_set_around_the_middle():
+    """dist=normal: pages ~ N(size / 2, (normal_sigma * size)^2) wrapped into the file; with sigma
+    5 % about 68 % of the reads fall within one sigma of the middle and 95 % within two."""
+    w = make_workload("random-read", {"target": "file", "io": "read", "file_size": "40MiB", "accesses": 40_000,
+                                      "dist": "normal", "normal_sigma": 0.05})
+    n = w.pages
+    pages = np.concatenate([c.pages for c in w.chunks(1)])
+    off = np.abs(pages - n / 2) / n
+    assert 0.66 < (off <= 0.05).mean() < 0.70 and 0.94 < (off <= 0.10).mean() < 0.96
+    assert pages.min() >= 0 and pages.max() < n
+    again = np.concatenate([c.pages for c in w.chunks(1)])
+    assert np.array_equal(pages, again)

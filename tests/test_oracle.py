@@ -171,6 +171,8 @@ def test_guest_programs(tmp_path):
     w = make_workload("random-read", {"target": "anon", "file_size": "64MiB", "dist": "zipf"})
     prog, args, files = guest_program(w, seed=3)
     assert files == {} and "seed=3" in args and "dist=zipf" in args
+    with pytest.raises(ConfigError, match="dist=normal has no guest counterpart"):
+        guest_program(make_workload("random-read", {"file_size": "64MiB", "dist": "normal"}))
     w = make_workload("hot-chunks", {"total": "1536MiB", "chunk": "128MiB", "visits": 3, "iterations": 2,
                                      "policy": "bind|numa_balancing:0,1", "cpunodebind": "0"}, scale=4)
     prog, args, files = guest_program(w, seed=5)

@@ -28,6 +28,9 @@ def _file_read(w, seed: int):
 
 
 def _random_read(w, seed: int):
+    if w.dist not in ("uniform", "zipf"):
+        raise ConfigError(f"dist: the guest program random_read.c draws uniform or zipf pages; "
+                          f"dist={w.dist} has no guest counterpart")
     files = {} if w.target == "anon" else {"data": w.pages * PAGE_SIZE}
     args = {"file_size": w.pages * PAGE_SIZE, "accesses": w.accesses, "tasks": w.tasks, "dist": w.dist,
             "zipf_theta": w.zipf_theta, "target": w.target, "io": w.io, "policy": _policy(w.policy),

@@ -240,18 +240,19 @@ def reproduce(scale: float = 1024.0, progress: bool = False, jobs: int | None = 
     out.attrs["scale"] = scale
     out.attrs["costs"] = dict(SEED003_COSTS)
     if sweep:
-        out.attrs["ratio_sweep"] = ratio_sweep(scale)
+        out.attrs["ratio_sweep"] = ratio_sweep(scale) + (ratio_sweep(scale, lru_gen=7) if has_lru_gen() else [])
     return out
 
 
 def ratio_sweep(scale: float = 1024.0, ratios=RATIOS, lru_gen: int | None = None) -> list[dict]:
     """Yu Zhao's claim that a file a few times larger than memory is the worse case: before/after
-    throughput and the drop for each file/memory ratio (mainline; MGLRU with lru_gen=7)."""
+    throughput and the drop for each file/memory ratio, for the classic LRU (lru_gen None) or
+    MGLRU (lru_gen=7); `lru` names which."""
     rows = []
     knobs = {} if lru_gen is None else {"lru_gen": lru_gen}
     for r in ratios:
         m = _metrics(Slices(scale, ratio=r, **knobs).run())
-        rows.append({"ratio": r, "before_GBps": m["before_fill_GBps"], "after_GBps": m["after_fill_GBps"],
+        rows.append({"lru": "classic" if not lru_gen else "mglru", "ratio": r, "before_GBps": m["before_fill_GBps"], "after_GBps": m["after_fill_GBps"],
                      "drop": 1.0 - m["after_fill_GBps"] / m["before_fill_GBps"],
                      "hit_ratio": m["_hit_ratio"], "pgactivate_per_io": m["_pgactivate_per_io"],
                      "kswapd_cpu_share": m["_kswapd_cpu_share"]})

@@ -1,7 +1,9 @@
-"""`random-read`: uniform or zipf 4 KiB reads over a file (fio-like) or an anonymous region.
+"""`random-read`: uniform, zipf or gaussian 4 KiB reads over a file (fio-like) or an anonymous region.
 
-Each task issues `accesses` reads of one 4 KiB page chosen uniformly or by a zipf law (rank r has
-weight r**-zipf_theta, ranks scattered over the region by a fixed permutation). Over a file with
+Each task issues `accesses` reads of one 4 KiB page chosen uniformly, by a zipf law (rank r has
+weight r**-zipf_theta, ranks scattered over the region by a fixed permutation), or by a normal law
+around the middle of the region with standard deviation `normal_sigma` of its size, wrapped around
+its ends (a gaussian hot set, contiguous as fio's random_distribution=normal puts it). Over a file with
 io=mmap (the default: NUMA balancing only ever sees mapped memory) each access is a 4 KiB read
 through the mapping, a private writable one by default (mmap=shared-ro maps it read-only, as fio's
 mmap engine does for reads, and the NUMA scanner then skips it); with io=read it is a pread() of one page (fio's psync engine); over an anon
@@ -38,13 +40,14 @@ from .base import (
 
 class RandomRead(Workload):
     name = "random-read"
-    description = "uniform or zipf 4 KiB random reads over a file (read() or mmap) or an anon region"
+    description = "uniform, zipf or gaussian 4 KiB random reads over a file (read() or mmap) or an anon region"
     params = {
         "file_size": size_param("1GiB", "size of the file or anon region (shared by all tasks)"),
         "accesses": int_param(1_000_000, "reads per task", lo=1),
         "tasks": int_param(1, "concurrent tasks", lo=1, hi=MAX_TASKS),
-        "dist": choice_param("uniform", ("uniform", "zipf"), "access distribution"),
+        "dist": choice_param("uniform", ("uniform", "zipf", "normal"), "access distribution"),
         "zipf_theta": float_param(0.99, "zipf exponent (dist=zipf)", lo=0.0, hi=5.0),
+        "normal_sigma": float_param(0.1, "dist=normal: standard deviation as a fraction of the size", lo=1e-6, hi=10.0),
         "target": choice_param("file", ("file", "anon"), "what is read"),
         "io": choice_param("mmap", ("mmap", "read"), "file access: 4 KiB loads through mmap (NUMA-scanned) or pread() calls"),
         "mmap": choice_param("private-rw", ("private-rw", "shared-ro"),
@@ -107,6 +110,9 @@ class RandomRead(Workload):
         perm = rng.permutation(n).astype(np.int64)
         if self.dist == "uniform":
             return lambda r, k: r.integers(0, n, size=k, dtype=np.int64)
+        if self.dist == "normal":
+            sd = self.normal_sigma * n
+            return lambda r, k: np.mod(np.floor(n / 2 + sd * r.standard_normal(k)).astype(np.int64), n)
         w = np.arange(1, n + 1, dtype=np.float64) ** -self.zipf_theta
         cdf = np.cumsum(w)
         cdf /= cdf[-1]

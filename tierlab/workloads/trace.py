@@ -6,7 +6,8 @@ anonymous region (a process's memory as lackey sees it), so state grows with the
 touches, not with the span of its addresses. Reads become loads and writes stores through the
 page tables; a record with count c is c consecutive accesses. Task ids are kept (0..T-1).
 With `kind=file` the pages are instead a file read with read() (one page per call), e.g. for a
-libCacheSim block trace.
+libCacheSim block trace, opened with the `fadvise` advice (random: no readahead, so the page cache
+sees exactly the trace's requests, as a cache simulator does).
 
 The file is streamed: `validate` reads it once (checking every record, counting accesses, tasks and
 distinct pages, and numbering pages), `chunks` reads it again chunk by chunk; memory is one chunk
@@ -38,6 +39,10 @@ class TraceWorkload(Workload):
         "format": choice_param("auto", ("auto", "npz", "npy", "csv", "oraclegeneral", "lackey"), "file format"),
         "kind": choice_param("anon", ("anon", "file"), "replay as anonymous memory (loads/stores) or as read()s of a file"),
         "policy": policy_param("default", "memory policy of the region, e.g. bind:1"),
+        "fadvise": choice_param("normal", ("normal", "random", "sequential"),
+                                "kind=file: posix_fadvise advice of the file at open (random: no readahead, "
+                                "every miss reads one page; with readahead, note that pages are renumbered in "
+                                "order of first appearance, so the readahead window covers renumbered neighbours)"),
     }
 
     def validate(self):
@@ -57,7 +62,8 @@ class TraceWorkload(Workload):
 
     def regions(self) -> list[Region]:
         pol, nodes = self.policy
-        return [Region("trace", self.kind, max(1, self._scan["ids"].n), pol, nodes)]
+        return [Region("trace", self.kind, max(1, self._scan["ids"].n), pol, nodes,
+                       advice=self.fadvise if self.kind == "file" else "normal")]
 
     def nr_accesses(self) -> int:
         return self._scan["accesses"]
