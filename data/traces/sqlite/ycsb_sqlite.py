@@ -1,11 +1,14 @@
 """Build a YCSB-style SQLite database and the SQL of a YCSB workload-C run against it (read-only,
 zipfian request distribution), for record.sh. Deterministic (seeded).
 
-YCSB's core workload, as its CoreWorkload and ZipfianGenerator / ScrambledZipfianGenerator define
-it (brianfrankcooper/YCSB, read not copied): a table `usertable` of records keyed "user" + a hash
-of the record number, 10 fields of 100 bytes; workload C reads whole records (readallfields), keys
-drawn from a zipfian with constant 0.99 over the record numbers, scrambled by hashing so that the
-hot records are scattered over the key space (and so over the B-tree's leaves).
+YCSB's core workload as its CoreWorkload, Utils.fnvhash64 and ScrambledZipfianGenerator describe it
+(brianfrankcooper/YCSB, read, not copied): a table `usertable` of records keyed "user" + the FNV-1a
+64-bit hash of the record number, 10 fields of 100 bytes; workload C reads whole records, the record
+numbers drawn from a zipfian with constant 0.99 and scrambled by the same hash, so the hot records
+are scattered over the key space (and so over the B-tree's leaves). One difference: YCSB's
+ScrambledZipfianGenerator draws its zipfian over a fixed 10**10 items and folds them onto the
+records with the hash modulo the record count; here the zipfian is over the records themselves,
+which keeps the law's skew instead of the flatter mixture the folding makes.
 
     python ycsb_sqlite.py load  DB  [--records N]      # create and fill the database
     python ycsb_sqlite.py run   SQL [--records N] [--ops M]   # write the run's SELECTs to SQL
@@ -21,13 +24,14 @@ MASK = (1 << 64) - 1
 
 
 def fnv64(v: int) -> int:
-    """YCSB's Utils.fnvhash64: FNV-1 over the 8 bytes of a long, low byte first."""
+    """YCSB's Utils.fnvhash64: FNV-1a over the 8 bytes of a long, low byte first (xor, then
+    multiply), and the absolute value of the result as a signed 64-bit integer."""
     h = FNV_OFFSET
     for _ in range(8):
-        h = (h * FNV_PRIME) & MASK
         h ^= v & 0xFF
+        h = (h * FNV_PRIME) & MASK
         v >>= 8
-    return h & 0x7FFFFFFFFFFFFFFF
+    return abs(h - (1 << 64) if h >> 63 else h)
 
 
 def key(i: int) -> str:
@@ -35,8 +39,8 @@ def key(i: int) -> str:
 
 
 def zipf_numbers(n: int, ops: int, theta: float, rng) -> np.ndarray:
-    """Record numbers 0..n-1 drawn with P(rank r) ~ 1 / (r + 1)**theta, then scrambled by fnv64
-    mod n, as YCSB's ScrambledZipfianGenerator does."""
+    """Record numbers 0..n-1: ranks drawn with P(rank r) ~ 1 / (r + 1)**theta, then scrambled by
+    fnv64 mod n (see the module docstring for how YCSB differs)."""
     w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** theta
     cdf = np.cumsum(w)
     cdf /= cdf[-1]
