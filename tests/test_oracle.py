@@ -240,6 +240,17 @@ def test_write_doc_keeps_the_text_around_the_tables(tmp_path):
     assert doc.read_text() == f"# t\n\nbefore\n\n{suite.BEGIN}\nnew table\n{suite.END}\n\nfindings\n"
 
 
+def test_doc_tables_read_back_the_generated_block():
+    """docs/oracle.md as committed: every entry's table comes back with its counters; the LRU
+    entries carry the judged rows."""
+    t = suite.doc_tables()
+    assert {"lru-classic-pread", "lru-mglru-pread", "promote-hot-chunks"} <= set(t)
+    lru = t["lru-mglru-pread"].set_index("counter")
+    assert {"pgsteal (kswapd+direct)", "pgactivate", "workingset_refault_file"} <= set(lru.index)
+    assert list(lru.columns[:3]) == ["guest (runs)", "model", "model/guest"]
+    float(lru.loc["pgsteal (kswapd+direct)", "model/guest"])
+
+
 # ---- a real guest --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -272,6 +272,30 @@ def write_doc(path: Path, generated: str) -> None:
     path.write_text(f"{head}{BEGIN}\n{generated}\n{END}{tail}")
 
 
+def doc_tables(path: str | Path = DOC) -> dict:
+    """The tables of the last suite run as written in docs/oracle.md's generated block: entry name
+    -> DataFrame with the columns as printed (counter, guest (runs), model, model/guest, ...; the
+    numbers as text). For notebooks that put the oracle's agreement beside a reproduction without
+    booting the guest again."""
+    import pandas as pd
+    text = Path(path).read_text()
+    if BEGIN not in text or END not in text:
+        raise ConfigError(f"{path}: lacks the markers {BEGIN!r} ... {END!r} around the generated tables")
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    tables, name, rows = {}, None, []
+    for line in block.splitlines() + [""]:
+        if line.startswith("**") and "**:" in line:
+            name = line[2:line.index("**:")]
+        elif line.startswith("|") and name is not None:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= {"-"} for c in cells):
+                rows.append(cells)
+        elif rows:
+            tables[name] = pd.DataFrame(rows[1:], columns=rows[0])
+            name, rows = None, []
+    return tables
+
+
 def run_suite(only=None, doc: str | Path | None = DOC, fmt: str = "table", log=None, accel: str = "tcg") -> int:
     entries = ENTRIES
     if only:
