@@ -8,7 +8,12 @@
   resets to the start: reset_ptenuma_scan);
 - in tiering-only mode (numa_balancing=2) top-tier folios are never made PROT_NONE; lower-tier
   folios get their access time stamped; read()-only page cache has no VMA, and a read-only file
-  mapping (VM_READ without VM_WRITE) is skipped.
+  mapping (VM_READ without VM_WRITE) is skipped;
+- v6.12's per-VMA filters (vma_numab_state): a new VMA waits scan_delay after the mm's first pass,
+  a VMA scanned to its end is not rescanned in the same pass, and vma_is_accessed() skips a VMA
+  whose PID windows lack the scanning task (after its first two passes, unless the cursor is inside
+  it or more passes than threads went by), with one skipped VMA forced per call when nothing else
+  is left.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import numpy as np
 
 from simkit import CXL, DRAM, LOAD, READ, STORE, counters, machine, make_sim, run, seq
 from tierlab.core import state as st
-from tierlab.core.numa_balancing import task_numa_work
+from tierlab.core.numa_balancing import task_numa_work, task_pid_bit
 from tierlab.core.params import P
 from tierlab.workloads.base import Region
 
@@ -82,9 +87,10 @@ def test_top_tier_is_walked_but_never_marked_in_tiering_mode():
     n, cost = _pass(sim, 1000)
     assert n == 0 and cost == ANON * pte_ns                      # virtual budget = the whole VMA
     assert not (s.pages.flags[:FILE + ANON] & st.PG_PROTNONE).any()
-    # NORMAL mode (1) marks top-tier folios too, without stamping an access time
+    # NORMAL mode (1) marks top-tier folios too, without stamping an access time; the next pass
+    # comes after scan_delay (1 s: a VMA is new until then once the mm's first pass is done)
     sim.set_knobs(numa_balancing=1)
-    n, _ = _pass(sim, 1000)
+    n, _ = _pass(sim, 2100)
     assert n == 512
     assert (s.pages.flags[FILE:FILE + 512] & st.PG_PROTNONE).all()
     assert (s.pages.stamp[FILE:FILE + 512] == st.STAMP_NONE).all()
@@ -118,3 +124,86 @@ def test_a_read_only_file_mapping_is_skipped():
     for k in range(3):
         _pass(sim, 2000 + k)
     assert not (s.pages.flags[:512] & st.PG_PROTNONE).any()
+
+
+def _two_vmas():
+    """Two anon VMAs A = [0, 2048) and B = [2048, 4096) on the CXL node, already populated, and a
+    64 MiB scan window (16384 pages: both VMAs fit in one pass)."""
+    m = machine((64, 1, DRAM), (16384, 0, CXL))
+    sim = make_sim(m, [Region("a", "anon", 2048), Region("b", "anon", 2048)], lru_batch_size=1,
+                   numa_balancing=0, scan_size_mb=64)
+    run(sim, seq(range(4096), STORE))
+    sim.set_knobs(numa_balancing=2)
+    return sim
+
+
+def test_vma_pid_filter_hand_worked():
+    """scan_delay_ms 1000 (250 jiffies), VMA_PID_RESET_PERIOD 4000 ms; one thread (nr_threads 1)."""
+    sim = _two_vmas()
+    s = sim.state
+    nb = s.regions.numab
+    pte = sim.p[P.NUMA_SCAN_PTE_NS]
+    upd = sim.p[P.NUMA_SCAN_UPDATE_NS]
+    # pass 0 at 1000 ms: both VMAs get numab_state (next_scan 2000 ms, PID reset at 6000 ms) and are
+    # scanned (every PTE updated); past the last VMA: seq 1, cursor 0
+    cxl = int((s.pages.node[:4096] == 1).sum())            # the few on the DRAM node are not marked
+    assert cxl > 4000 and s.pages.node[2048 + 5] == 1
+    cost = task_numa_work(s, sim.p, 0, np.int64(1000) * 1_000_000)
+    assert cost == 4096 * pte + cxl * upd and int(s.mm[0]["numa_scan_seq"]) == 1
+    assert nb.allocated.tolist() == [1, 1] and nb.prev_scan_seq.tolist() == [0, 0]
+    assert nb.next_scan.tolist() == [500, 500] and nb.pids_active_reset.tolist() == [1500, 1500]
+
+    def walk(now_ms, updates=0):
+        before = counters(sim)["numa_pte_updates"]
+        c = task_numa_work(s, sim.p, 0, np.int64(now_ms) * 1_000_000)
+        assert counters(sim)["numa_pte_updates"] - before == updates
+        return int(round((c - updates * upd) / pte)), int(s.mm[0]["numa_scan_seq"]), int(s.mm[0]["numa_scan_offset"])
+
+    # 1500 ms: both VMAs are still new (scan_delay): nothing walked, but the pass ends past the last
+    assert walk(1500) == (0, 2, 0)
+    # 2100 ms, seq 2: no longer new; the first two passes since start_scan_seq 0 are over and no PID
+    # bit is set, but 2 > prev_scan_seq 0 + 1 thread: both forced in by the starvation rule
+    assert walk(2100) == (4096, 3, 0)
+    assert nb.prev_scan_seq.tolist() == [2, 2]
+    # 2200 ms, seq 3: 3 > 2 + 1 fails, no PID, cursor 0 is not inside A (> vm_start): both skipped
+    # (pid_inactive); nothing left, so the retry forces the first one, A, and stops after it
+    assert walk(2200) == (2048, 3, 2048)
+    # 2300 ms: from the cursor, B is skipped (the cursor is at its start, not inside), then forced
+    assert walk(2300) == (2048, 3, 4096)
+    # 2400 ms: nothing past the cursor: reset (seq 4) and start over: A skipped then forced
+    assert walk(2400) == (2048, 4, 2048)
+    assert nb.prev_scan_seq.tolist() == [4, 3]
+    # a hint fault in B (its page is PROT_NONE): the task's PID bit goes into B's current window
+    sim.set_knobs(numa_balancing=0)
+    run(sim, [(2048 + 5, LOAD)])
+    sim.set_knobs(numa_balancing=2)
+    bit = np.uint64(1) << task_pid_bit(0)
+    assert nb.pids_active[:, 1].tolist() == [0, int(bit)] and nb.pids_active[:, 0].tolist() == [0, 0]
+    # 2500 ms: B is accessed by this task: scanned without forcing (the faulted page, restored by
+    # the fault, is made PROT_NONE again); past the last VMA: seq 5
+    assert walk(2500, updates=1) == (2048, 5, 0)
+    # 6100 ms (> 6000: both windows rotate): A skipped, B still accessed through the previous
+    # window and scanned, then A forced from the cursor
+    assert walk(6100) == (4096, 5, 2048)
+    assert nb.pids_active[:, 0].tolist() == [0, int(bit)] and nb.pids_active[:, 1].tolist() == [0, 0]
+    assert nb.pids_active_reset.tolist() == [2500, 2500]
+    # 10100 ms (> 10000: rotate again, B's bit is gone): B was scanned to its end in pass 5 already
+    # (seq_completed: the cursor moves past it); nothing else: seq 6
+    assert walk(10100) == (0, 6, 0)
+    assert nb.pids_active.tolist() == [[0, 0], [0, 0]]
+
+
+def test_munmap_frees_the_numab_state():
+    from tierlab.core.mm import unmap_slot
+    sim = _two_vmas()
+    s = sim.state
+    task_numa_work(s, sim.p, 0, np.int64(1000) * 1_000_000)
+    assert s.regions.numab.allocated.tolist() == [1, 1]
+    unmap_slot(s, sim.p, 1, False, np.int64(2_000_000_000))
+    assert s.regions.numab.allocated.tolist() == [1, 0]
+
+
+def test_pid_bits_follow_the_kernels_hash():
+    """hash_32(pid, 6) = (pid * 0x61C88647 mod 2**32) >> 26, with pid = 1000 + task."""
+    for t in (0, 1, 7, 63):
+        assert int(task_pid_bit(t)) == (((1000 + t) * 0x61C88647) & 0xFFFFFFFF) >> 26

@@ -56,7 +56,7 @@ from .lru import folio_add_lru
 from .mglru import lru_gen_enabled, vma_has_recency
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
 from .mm import force_sig_segv, map_file_folio, vma_covers
-from .numa_balancing import numa_migrate_check
+from .numa_balancing import numa_migrate_check, vma_set_access_pid_bit
 from .ops import (
     ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
     OP_PAGE, OP_STORE, OP_STREAM, OP_WRITE,
@@ -157,17 +157,20 @@ def numa_restore_pte(s, head):
 
 
 @jit
-def do_numa_page(s, p, head, cpu_nid, now):
+def do_numa_page(s, p, task, head, cpu_nid, now):
     """A hint fault on a PROT_NONE folio: count it (pgfault: handle_mm_fault() counts every fault;
+    the faulting task's PID bit goes into the VMA's pids_active, vma_set_access_pid_bit();
     the mm's hint_faults first thing, as the fault-count RFC does -- a PMD-mapped folio's fault is
     do_huge_pmd_numa_page(), which the RFC leaves uncounted), in tiering mode promote a slow-tier
     folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new
     PTE is read-only, see the module docstring), else restore the PTE. No TLB shootdown is
     charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     nr = folio_nr_pages(s, head)
-    mm = s.regions.mm[region_of(s, head)]          # vma->vm_mm, the faulting task's mm
+    r = region_of(s, head)
+    mm = s.regions.mm[r]                           # vma->vm_mm, the faulting task's mm
     if nr < HPAGE_PMD_NR:
         s.mm[mm].hint_faults += 1
+    vma_set_access_pid_bit(s, r, task)
     s.counters[cpu_nid, Vm.PGFAULT] += 1
     cost = p[P.FAULT_NS] + p[P.NUMA_MIGRATE_CHECK_NS]
     dst = numa_migrate_check(s, p, head, cpu_nid, nr, now, False, mpol_allows_node(s, head, cpu_nid), mm)
@@ -240,7 +243,7 @@ def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
             return cost, ACCESS_SEGV
     nid = np.uint64(pg.node[hu])
     if f & PG_PROTNONE:
-        cost += do_numa_page(s, p, head, cpu_nid, now)
+        cost += do_numa_page(s, p, task, head, cpu_nid, now)
         nid = np.uint64(pg.node[hu])
         f = pg.flags[hu]
     if kind == OP_STORE and not (pg.flags2[hu] & F2_PTE_WRITE):

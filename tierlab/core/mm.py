@@ -213,6 +213,7 @@ def unmap_slot(s, p, r, fullmm, now):
     cost = lru_add_drain_all(s, p, now)
     cost += zap_pte_range(s, p, r, s.regions.start[r], s.regions.end[r], fullmm, now + np.int64(cost))
     s.regions.mm[r] = NO_MM
+    s.regions.numab[r].allocated = 0      # vm_area_free -> vma_numab_state_free: a later mmap is a new VMA
     if s.regions.kind[r] != REGION_FILE:
         s.regions.end[r] = s.regions.start[r]
     return cost

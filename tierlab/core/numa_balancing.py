@@ -20,8 +20,10 @@ the access path pays one compare.
 Scanner simplifications: VMAs are the region slots an mm maps (read()-only page cache has no
 VMA); the scan period is fixed at task_scan_start() for the mm's RSS at the task's first tick --
 which is what mode 2 does, since slow-tier faults never reach update_task_scan_period(); mode 1's
-scan-rate adaptation, NUMA groups, per-VMA PID filtering and the cpupid two-stage filter are not
-modelled (tierlab has no mode-1 workload yet). sum_exec_runtime is taken to move at ticks only (a
+scan-rate adaptation, NUMA groups and the cpupid two-stage filter are not modelled (tierlab has no
+mode-1 workload yet). The per-VMA filters of v6.12 are (task_numa_work, vma_is_accessed: the new-VMA
+scan_delay, the PID windows set by hint faults, seq_completed, the forced scan of one skipped VMA);
+a thread's PID is PID_BASE + its task index, hashed into the 64-bit windows as the kernel hashes it. sum_exec_runtime is taken to move at ticks only (a
 task alone on its CPU: the model's quantum boundaries are not the kernel's context switches).
 
 Time is the kernel's jiffies_to_msecs(): milliseconds of the faulting task's virtual clock, kept to
@@ -86,6 +88,11 @@ from .state import (
 from .vmstat import Vm
 
 MAX_SCAN_WINDOW_MB = 2560
+
+# vma_is_accessed's PID filter (kernel/sched/fair.c)
+VMA_PID_RESET_FACTOR = 4       # VMA_PID_RESET_PERIOD = 4 * sysctl_numa_balancing_scan_delay
+PID_BASE = 1000                # tierlab's thread ids: task t is pid PID_BASE + t
+GOLDEN_RATIO_32 = 0x61C88647   # include/linux/hash.h hash_32()
 
 # enum HintFaultLatency (the hint_fault_latency knob)
 HINT_LATENCY_TIME = 0          # mainline: ms from the scan (or the previous hint fault) to this one
@@ -400,16 +407,89 @@ def change_prot_numa(s, start, end, stamp, skip_toptier, tiering, restamp):
     return updated
 
 
+@jit_inline
+def task_pid_bit(task):
+    """hash_32(current->pid, ilog2(BITS_PER_LONG)): the task's bit in a VMA's pids_active words.
+    tierlab's thread ids are PID_BASE + task; which tasks share a bit follows from them."""
+    h = (np.uint64(PID_BASE + task) * np.uint64(GOLDEN_RATIO_32)) & np.uint64(0xFFFFFFFF)
+    return h >> np.uint64(32 - 6)
+
+
+@jit_inline
+def vma_set_access_pid_bit(s, r, task):
+    """vma_set_access_pid_bit(): a hint fault in the VMA of slot r records the faulting task in the
+    current window (pids_active[1]), once the scanner has given the VMA its numab_state."""
+    nb = s.regions.numab[r]
+    if nb.allocated:
+        nb.pids_active[1] |= np.uint64(1) << task_pid_bit(task)
+
+
+@jit_inline
+def vma_is_accessed(s, mm, r, task):
+    """vma_is_accessed() as of v6.11+: scan the VMA during the first two passes since the scanner
+    first saw it; when the scanning task's PID bit is in either window; when the mm's cursor is
+    already inside it (a scan that has started is completed); or when more passes than the
+    process has threads went by since it was last scanned to its end (the starvation fix)."""
+    nb = s.regions.numab[r]
+    seq = s.mm[mm].numa_scan_seq
+    if seq - nb.start_scan_seq < 2:
+        return True
+    if ((nb.pids_active[0] | nb.pids_active[1]) >> task_pid_bit(task)) & np.uint64(1):
+        return True
+    if s.mm[mm].numa_scan_offset > s.regions.start[r]:
+        return True
+    return seq > nb.prev_scan_seq + s.mm[mm].users
+
+
+@jit_inline
+def vma_numa_scannable(s, mm, r):
+    """task_numa_work()'s fixed skips: a slot of another mm, read()-only page cache (no VMA), a
+    policy without MPOL_F_MOF (vma_policy_mof), a read-only file mapping (shared_ro)."""
+    return not (s.regions.mm[r] != mm or s.regions.kind[r] == REGION_FILE
+                or not (s.regions.pol_flags[r] & MPOL_F_MOF)
+                or (s.regions.kind[r] == REGION_FILE_MAPPED and not (s.regions.vm_flags[r] & VM_WRITE)))
+
+
+@jit_inline
+def next_vma(s, mm, x):
+    """vma_next() from address x: the first slot of the mm with a VMA (not read()-only page cache)
+    that ends after x, or R."""
+    R = s.regions.kind.shape[0]
+    r = region_of(s, x) if x < s.pages.node.shape[0] else R
+    while r < R and (s.regions.mm[r] != mm or s.regions.kind[r] == REGION_FILE or s.regions.end[r] <= x):
+        r += 1
+    return r
+
+
+@jit_inline
+def reset_ptenuma_scan(s, mm):
+    s.mm[mm].numa_scan_seq += 1
+    s.mm[mm].numa_scan_offset = 0
+
+
 @jit
-def task_numa_work(s, p, mm, now):
-    """One scan pass of task_numa_work() over mm `mm`: from its cursor (numa_scan_offset), over the
-    mm's VMAs that can be scanned, change_prot_numa() in ranges of `scan_size_mb` (the range end
-    aligned up to a 2 MiB huge page, cut at the VMA's end). A range that updated any PTE uses up its
-    length of the scan_size_mb budget; every range uses up its length of the 8x larger virtual
+def task_numa_work(s, p, task, now):
+    """One scan pass of task_numa_work() by `task` over its mm: from the cursor (numa_scan_offset),
+    over the mm's VMAs that can be scanned, change_prot_numa() in ranges of `scan_size_mb` (the range
+    end aligned up to a 2 MiB huge page, cut at the VMA's end). A range that updated any PTE uses up
+    its length of the scan_size_mb budget; every range uses up its length of the 8x larger virtual
     budget (so areas with nothing to mark, e.g. top-tier memory in tiering-only mode, are walked
-    through faster). The pass ends when either budget is gone, or at the last VMA, which resets the
-    cursor to the start (reset_ptenuma_scan: numa_scan_seq + 1). Returns the cost in ns: every PTE
-    of the walked ranges, plus each update.
+    through faster). Returns the cost in ns: every PTE of the walked ranges, plus each update.
+
+    Which VMAs a pass visits, as v6.12 decides it (vma_numab_state, VMA_NUMAB_DTYPE):
+    - the fixed skips (vma_numa_scannable); then the VMA's numab_state is made on its first visit
+      (start_scan_seq and prev_scan_seq from the mm's pass, next_scan = now + scan_delay, the first
+      PID-window rotation 4 x scan_delay after that);
+    - after the mm's first pass, a VMA younger than its next_scan is skipped (scan_delay);
+    - pids_active rotates (the current window becomes the previous one) every 4 x scan_delay;
+    - a VMA already scanned to its end in this pass is skipped and the cursor moved past it
+      (seq_completed);
+    - a VMA vma_is_accessed() turns down is skipped (pid_inactive). If the pass reaches the last VMA
+      having skipped one for that reason, it starts again from the cursor with the PID test off and
+      scans one VMA to its end (vma_pids_forced).
+    The pass ends when either budget is gone (cursor = where it stopped; the VMA is not marked
+    complete even if the range reached its end), after the forced VMA (cursor = its end), or past
+    the last VMA (reset_ptenuma_scan: cursor 0, numa_scan_seq + 1).
 
     VMAs are the region slots the mm maps, [start, end); read()-only page cache has none, and a VMA
     whose policy lacks MPOL_F_MOF is skipped (vma_policy_mof: the VMA's policy, else the task
@@ -418,6 +498,7 @@ def task_numa_work(s, p, mm, now):
     reads; the kernel expects such pages to be replicated in caches). Every VMA a region declares
     is readable, so vma_is_accessible() never skips one.
     Huge-page alignment is taken from the region's start, as for a mapping placed THP-aligned."""
+    mm = s.task[task].mm
     mode = np.int64(p[P.NUMA_BALANCING])
     pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))
     virtpages = pages * 8
@@ -425,42 +506,78 @@ def task_numa_work(s, p, mm, now):
     restamp = p[P.SCAN_RESTAMP_PROTNONE] != 0
     skip_toptier = not (mode & NUMA_BALANCING_NORMAL)
     tiering = (mode & NUMA_BALANCING_MEMORY_TIERING) != 0
-    nr_pages = s.pages.node.shape[0]
     nr_regions = s.regions.kind.shape[0]
-    x = s.mm[mm].numa_scan_offset
-    if x >= nr_pages:
-        x = 0                   # find_vma() found nothing past the cursor: start over
-    r = region_of(s, x)
+    j = jiffies_at(p, now)
+    delay = msecs_to_jiffies(np.int64(p[P.SCAN_DELAY_MS]))
+    reset_period = msecs_to_jiffies(VMA_PID_RESET_FACTOR * np.int64(p[P.SCAN_DELAY_MS]))
     walked = 0
     updated = 0
-    done = False
-    while not done and r < nr_regions:
-        vstart = s.regions.start[r]
-        vend = s.regions.end[r]
-        if (s.regions.mm[r] != mm or s.regions.kind[r] == REGION_FILE
-                or not (s.regions.pol_flags[r] & MPOL_F_MOF)
-                or (s.regions.kind[r] == REGION_FILE_MAPPED and not (s.regions.vm_flags[r] & VM_WRITE))):
-            r += 1
-            x = s.regions.start[r]
-            continue
-        x = max(x, vstart)
-        while x < vend:
-            end = min(vstart + ((x - vstart + pages + 511) & ~np.int64(511)), vend)
-            n = change_prot_numa(s, x, end, stamp, skip_toptier, tiering, restamp)
-            updated += n
-            walked += end - x
-            if n > 0:
-                pages -= end - x
-            virtpages -= end - x
-            x = end
-            if pages <= 0 or virtpages <= 0:
-                done = True
+    pids_skipped = False
+    pids_forced = False
+    while True:                                   # retry_pids
+        x = s.mm[mm].numa_scan_offset
+        r = next_vma(s, mm, x)
+        if r >= nr_regions:                       # nothing past the cursor: start over
+            reset_ptenuma_scan(s, mm)
+            x = np.int64(0)
+            r = next_vma(s, mm, x)
+        out = False
+        while r < nr_regions:
+            if not vma_numa_scannable(s, mm, r):
+                r += 1
+                continue
+            nb = s.regions.numab[r]
+            seq = s.mm[mm].numa_scan_seq
+            if not nb.allocated:
+                nb.allocated = 1
+                nb.start_scan_seq = seq
+                nb.next_scan = j + delay
+                nb.pids_active_reset = nb.next_scan + reset_period
+                nb.prev_scan_seq = seq - 1
+            if seq != 0 and j < nb.next_scan:
+                r += 1
+                continue
+            if seq != 0 and j > nb.pids_active_reset:
+                nb.pids_active_reset += reset_period
+                nb.pids_active[0] = nb.pids_active[1]
+                nb.pids_active[1] = 0
+            if nb.prev_scan_seq == seq:
+                s.mm[mm].numa_scan_offset = s.regions.end[r]
+                r += 1
+                continue
+            if not pids_forced and not vma_is_accessed(s, mm, r, task):
+                pids_skipped = True
+                r += 1
+                continue
+            vstart = s.regions.start[r]
+            vend = s.regions.end[r]
+            x = max(x, vstart)
+            while x < vend:
+                end = min(vstart + ((x - vstart + pages + 511) & ~np.int64(511)), vend)
+                n = change_prot_numa(s, x, end, stamp, skip_toptier, tiering, restamp)
+                updated += n
+                walked += end - x
+                if n > 0:
+                    pages -= end - x
+                virtpages -= end - x
+                x = end
+                if pages <= 0 or virtpages <= 0:
+                    out = True
+                    break
+            if out:
                 break
-        r += 1
-    if not done:
-        x = 0                   # walked past the last VMA: reset_ptenuma_scan()
-        s.mm[mm].numa_scan_seq += 1
-    s.mm[mm].numa_scan_offset = x
+            nb.prev_scan_seq = seq
+            if pids_forced:
+                break                             # one forced VMA per pass
+            r += 1
+        if r >= nr_regions and not pids_forced and pids_skipped:
+            pids_forced = True
+            continue
+        break
+    if r < nr_regions:
+        s.mm[mm].numa_scan_offset = x
+    else:
+        reset_ptenuma_scan(s, mm)
     return walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS]
 
 
@@ -481,7 +598,7 @@ def task_numa_work_tick(s, p, task, now):
         t.numa_scan_period = task_scan_start_ms(s, p, mm)
     s.mm[mm].numa_next_scan = j + msecs_to_jiffies(t.numa_scan_period)
     t.numa_scan_stamp += np.int64(2 * TICK_NSEC / p[P.SCALE])
-    cost = task_numa_work(s, p, mm, now)
+    cost = task_numa_work(s, p, task, now)
     # sum_exec_runtime moves only at ticks: the scan's own runtime is the ticks within it
     j_end = jiffies_at(p, now + np.int64(cost))
     if j_end > j:

@@ -287,6 +287,17 @@ TASK_DTYPE = np.dtype([
     ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
 ], align=True)
 
+# struct vma_numab_state (include/linux/mm_types.h): per region slot, NUMA balancing's view of its VMA
+# (numa_balancing.task_numa_work, vma_is_accessed, vma_set_access_pid_bit)
+VMA_NUMAB_DTYPE = np.dtype([
+    ("allocated", np.int64),          # vma->numab_state exists: task_numa_work made it on the VMA's first visit
+    ("start_scan_seq", np.int64),     # mm->numa_scan_seq then
+    ("prev_scan_seq", np.int64),      # the pass (numa_scan_seq) in which the VMA was last scanned to its end
+    ("next_scan", np.int64),          # jiffies: a new VMA is not scanned before (scan_delay after its first visit)
+    ("pids_active_reset", np.int64),  # jiffies of the next rotation of pids_active
+    ("pids_active", np.uint64, (2,)),  # hashed PIDs that took a hint fault in the VMA: [previous window, this one]
+], align=True)
+
 MM_DTYPE = np.dtype([
     ("numa_next_scan", np.int64),    # mm->numa_next_scan, jiffies (numa_balancing.jiffies_at)
     ("numa_scan_offset", np.int64),  # mm->numa_scan_offset, a page id
@@ -361,6 +372,7 @@ class Regions(NamedTuple):
     vma_policy: np.ndarray  # int8[R] 1: the slot has a VMA policy of its own (mbind); 0: the mm's applies
     advice: np.ndarray    # int8[R] FADV_*: the file's access advice (readahead.py)
     vm_flags: np.ndarray  # int8[R] the slot's VMA protection: VM_READ, VM_WRITE
+    numab: np.ndarray     # VMA_NUMAB_DTYPE[R] the slot's vma->numab_state (numa_balancing.py), a recarray
 
 
 class SimState(NamedTuple):
@@ -449,7 +461,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                                   else (policy != MPOL_DEFAULT).astype(np.int8)),
                       advice=np.asarray(region_advice if region_advice is not None else [FADV_NORMAL] * R, np.int8),
                       vm_flags=np.asarray(region_vm_flags if region_vm_flags is not None
-                                          else [VM_READ | VM_WRITE] * R, np.int8))
+                                          else [VM_READ | VM_WRITE] * R, np.int8),
+                      numab=np.zeros(R, VMA_NUMAB_DTYPE).view(np.recarray))
     pgdat = np.zeros(N, PGDAT_DTYPE)
     pgdat["managed"] = managed
     pgdat["free"] = managed
