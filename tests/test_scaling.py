@@ -23,13 +23,24 @@ def promotion_shares(scale):
     return c["numa_hint_faults"] / pages, c["pgpromote_success"] / pages, res.sim_time_s * scale
 
 
-def test_hint_fault_promotion_is_the_same_share_at_scales_16_and_64():
-    hint16, promo16, t16 = promotion_shares(16)
+def test_hint_fault_promotion_is_the_same_share_at_scales_32_and_64():
+    hint32, promo32, t32 = promotion_shares(32)
     hint64, promo64, t64 = promotion_shares(64)
-    assert t64 == pytest.approx(t16, rel=0.01)         # the same full-size duration (a few s)
-    assert promo16 > 0.1                               # promotion happens, at both scales
-    assert hint64 == pytest.approx(hint16, rel=0.03)
-    assert promo64 == pytest.approx(promo16, rel=0.10)
+    assert t64 == pytest.approx(t32, rel=0.01)         # the same full-size duration (a few s)
+    assert promo32 > 0.1                               # promotion happens, at both scales
+    assert hint64 == pytest.approx(hint32, rel=0.03)
+    assert promo64 == pytest.approx(promo32, rel=0.10)
+
+
+def test_hint_fault_promotion_drifts_as_documented_from_scale_8_to_64():
+    """docs/scaling.md: on a 1 GiB DRAM node kswapd's round outlasts the scaled watermark gap, so
+    promotions are refused more often per page at larger scales; the drift stays within the
+    documented bounds."""
+    hint8, promo8, t8 = promotion_shares(8)
+    hint64, promo64, t64 = promotion_shares(64)
+    assert promo64 < promo8
+    assert hint64 == pytest.approx(hint8, rel=0.08)
+    assert t64 == pytest.approx(t8, rel=0.03)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ The scanner runs on the scheduler tick, as the kernel's does: task_tick_numa() i
 ticks (HZ = 250: every TICK_NSEC = 4 ms of the kernel's clock, on the jiffies grid of virtual time,
 for the task running on the CPU then), with the task's runtime at that tick (sum_exec_runtime);
 mm->numa_next_scan is in jiffies and the next scan is msecs_to_jiffies(period) ahead (rounded up to
-whole ticks); the work runs at the return to user after the access the tick fell in; the task
+whole ticks); the work runs at the return to user after the access the tick fell in (placed in
+the tick at the access's full-size length: return_to_user); the task
 that ran a scan has its node_stamp pushed 2 ticks on, and by 32 times the scan's own runtime as
 sum_exec_runtime sees it (the ticks that fall within the scan). The run loop keeps the time of the
 next tick at which task_tick_numa would act (`next_numa_tick`) and compares the clock with it, so
@@ -581,17 +582,30 @@ def task_numa_work(s, p, task, now):
     return walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS]
 
 
+@jit_inline
+def return_to_user(p, tick, now):
+    """The virtual time at which the work a tick queued runs, placed for the kernel's clock: the
+    tick (virtual ns) plus what was left of the access the tick fell in (`now` - `tick`), that
+    remainder taken at its full-size length against the tick. An access's own latency is not
+    divided by the scale (a fault, a migration batch cost the same ns at any --scale) while the tick
+    is, so at --scale F a 50 us fault would otherwise end F x 50 us into the tick: at F = 64 most
+    of a 4 ms tick, where at full size it ends 1 % in (docs/scaling.md)."""
+    return tick + np.int64((now - tick) / p[P.SCALE])
+
+
 @jit
-def task_numa_work_tick(s, p, task, now):
-    """task_numa_work() as queued by task_tick_numa, run at the return to user at `now`: nothing
-    before the mm's numa_next_scan (jiffies); a task still at a zero period (scan_delay 0, a
-    staggered thread) takes task_scan_start(); the next scan is msecs_to_jiffies(period) ahead;
-    the task's node_stamp moves 2 ticks on (so that another thread of the mm wins the next time);
-    then the scan pass. Its own runtime, as sum_exec_runtime sees it (ticks that fall within it),
-    pushes node_stamp 32 times as far (the 3 % cap on scan overhead). Returns the cost."""
+def task_numa_work_tick(s, p, task, tick, now):
+    """task_numa_work() as queued by task_tick_numa at virtual time `tick`, run at the return to
+    user at `now` (taken at return_to_user's point in the tick): nothing before the mm's
+    numa_next_scan (jiffies); a task still at a zero period (scan_delay 0, a staggered thread)
+    takes task_scan_start(); the next scan is msecs_to_jiffies(period) ahead; the task's node_stamp
+    moves 2 ticks on (so that another thread of the mm wins the next time); then the scan pass. Its
+    own runtime, as sum_exec_runtime sees it (ticks that fall within it), pushes node_stamp 32
+    times as far (the 3 % cap on scan overhead). Returns the cost."""
     t = s.task[task]
     mm = t.mm
-    j = jiffies_at(p, now)
+    kt = return_to_user(p, tick, now)
+    j = jiffies_at(p, kt)
     if j < s.mm[mm].numa_next_scan:
         return 0.0
     if t.numa_scan_period == 0:
@@ -600,7 +614,7 @@ def task_numa_work_tick(s, p, task, now):
     t.numa_scan_stamp += np.int64(2 * TICK_NSEC / p[P.SCALE])
     cost = task_numa_work(s, p, task, now)
     # sum_exec_runtime moves only at ticks: the scan's own runtime is the ticks within it
-    j_end = jiffies_at(p, now + np.int64(cost))
+    j_end = jiffies_at(p, kt + np.int64(cost))
     if j_end > j:
         t.numa_scan_stamp += 32 * (jiffy_start(p, j_end) - jiffy_start(p, j))
     return cost
@@ -625,7 +639,7 @@ def task_tick_numa(s, p, task, runtime, j, now):
     t.numa_scan_stamp += period
     if j < s.mm[t.mm].numa_next_scan:
         return 0.0
-    return task_numa_work_tick(s, p, task, now)
+    return task_numa_work_tick(s, p, task, jiffy_start(p, j), now)
 
 
 @jit_inline
