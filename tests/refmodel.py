@@ -66,6 +66,8 @@ class RefModel:
         self.kswapd_cpu, self.cpu_node = place_kswapds(cpu_nodes, list(range(C)), self.task_cpu,
                                                        [nd.cpus for nd in machine.nodes], machine.zonelists())
         self.cpu_clock = [0] * len(self.cpu_node)
+        self.mm_cpus = set()          # mm_cpumask(): the CPUs that ran the (one) mm's tasks
+        self.sender = 0               # smp_processor_id() of the reclaim or promotion work in progress
         self.rq = [{} for _ in self.cpu_node]       # per CPU: enqueued entity ("t", t) / ("k", nid) -> seq
         self.rq_seq = [0] * len(self.cpu_node)
         self.curr = [None] * len(self.cpu_node)
@@ -213,6 +215,7 @@ class RefModel:
             if retries == 0:
                 self.lru_add_drain_cpu(cpu)
             self.count(cpu_nid, "allocstall")
+            self.sender = cpu
             got = self.direct_reclaim(cands)
             nid = next((n for n in cands if self.watermark_ok(n, nr, WMIN)), -1)
             if got == 0:
@@ -380,6 +383,36 @@ class RefModel:
         self.workingset_eviction(x)
         return nr
 
+    # ---- TLB flushes (arch/x86/mm/tlb.c, mm/rmap.c's unmap batch) ------------------------------
+    def tlb_flush(self, cpus, nr_pages):
+        """A flush of `cpus` from self.sender: one remote flush with a receipt per other CPU, the
+        sender's own flush counted local (all, or one per page)."""
+        sender, node = self.sender, self.cpu_node[self.sender]
+        others = cpus - {sender}
+        if others:
+            self.count(node, "nr_tlb_remote_flush")
+            for c in others:
+                self.count(self.cpu_node[c], "nr_tlb_remote_flush_received")
+        if sender in cpus:
+            if nr_pages == 0 or nr_pages > 33:
+                self.count(node, "nr_tlb_local_flush_all")
+            else:
+                self.count(node, "nr_tlb_local_flush_one", nr_pages)
+
+    def tlb_unmap(self, batch, mapped_accessible, nr):
+        """try_to_unmap with TTU_BATCH_FLUSH: defer to the batch when the mm ran on another CPU,
+        else flush each PTE at once."""
+        if not mapped_accessible:
+            return
+        if self.mm_cpus - {self.sender}:
+            batch |= self.mm_cpus
+        else:
+            for _ in range(nr):
+                self.tlb_flush(self.mm_cpus, 1)
+
+    def accessible_pte(self, x):
+        return bool(self.flags2[x] & MAPPED) and not (self.flags[x] & PROTNONE)
+
     def shrink_inactive_list(self, nid, lru, nr_to_scan, kswapd, now):
         lst = self.lru[nid][lru]
         isolated, scanned = [], 0
@@ -393,6 +426,7 @@ class RefModel:
         self.count(nid, f"pgscan_{who}", scanned)
         self.count(nid, f"pgscan_{typ}", scanned)
         reclaimed = demoted = 0
+        unmap_batch, demote_batch = set(), set()
         for x in isolated:
             nr = self.nr(x)
             verdict = self.folio_check_references(x)
@@ -405,18 +439,26 @@ class RefModel:
                 self.lruvec_add(x)
                 continue
             if self.can_demote(nid):
+                acc = self.accessible_pte(x)
                 got = self.demote_folio(nid, x, now)
                 if got:
+                    self.tlb_unmap(demote_batch, acc, nr)
                     demoted += got
                     reclaimed += got
                     continue
+            acc = self.accessible_pte(x)
             got = self.reclaim_folio(nid, x)
+            if got:
+                self.tlb_unmap(unmap_batch, acc, nr)
             if got == 0:                    # no swap space: activated
                 self.flags[x] |= ACTIVE
                 self.count(nid, "pgactivate", nr)
                 self.lruvec_add(x)
                 continue
             reclaimed += got
+        for batch in (unmap_batch, demote_batch):
+            if batch:
+                self.tlb_flush(batch, 0)
         self.count(nid, f"pgsteal_{who}", reclaimed)
         self.count(nid, f"pgsteal_{typ}", reclaimed)
         self.count(nid, f"pgdemote_{who}", demoted)
@@ -468,6 +510,7 @@ class RefModel:
 
     def kswapd_step(self, nid):
         now = self.kswapd_clock[nid]
+        self.sender = self.kswapd_cpu[nid]
         if self.balanced(nid):
             self.kswapd_awake[nid] = False
             return
@@ -570,6 +613,8 @@ class RefModel:
         self.promo_count[task] += nr
 
     def task_numa_promotion_work(self, task, dst):
+        self.sender = self.task_cpu[task]
+        batch = set()
         for x in self.promo[task]:
             nr, src = self.nr(x), self.node[x]
             self.nr_isolated[src] -= nr
@@ -579,10 +624,14 @@ class RefModel:
                 self.count(src, "pgmigrate_fail", nr)
                 self.count(src, "promote_putback_pages", nr)
                 continue
+            acc = self.accessible_pte(x)
             self.move_isolated_folio(x, dst)
+            self.tlb_unmap(batch, acc, nr)
             self.count(dst, "numa_pages_migrated", nr)
             if self.tier[dst] == 0 and self.tier[src] != 0:
                 self.count(dst, "pgpromote_success", nr)
+        if batch:
+            self.tlb_flush(batch, 0)
         self.promo[task] = []
         self.promo_count[task] = 0
 
@@ -774,6 +823,7 @@ class RefModel:
         self.flags2[self.head_of(page)] |= MAPPED | (PTE_WRITE if kind == STORE else 0)
 
     def access(self, task, cpu, page, op):
+        self.mm_cpus.add(cpu)
         head = self.head_of(page)
         if not self.flags2[head] & PRESENT:
             self.fault_in(task, cpu, page, op)

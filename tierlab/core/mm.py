@@ -43,6 +43,8 @@ from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
 from .sched import sched_exit_task
+from .tlb import cpu_in_mask, current_cpu, flush_tlb_mm_range
+from .vmstat import Vm
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
     PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VM_WRITE, region_of,
@@ -59,17 +61,6 @@ def cpumask_set_cpu(s, mm, cpu):
     """switch_mm(): the CPU slot now runs (or has run) a thread of the mm."""
     w = np.int64(cpu) >> 6
     s.mm[mm].cpumask[w] |= np.uint64(1) << np.uint64(np.int64(cpu) & 63)
-
-
-@jit
-def cpumask_weight(s, mm):
-    n = 0
-    for w in range(MM_CPUMASK_WORDS):
-        x = s.mm[mm].cpumask[w]
-        while x:
-            x &= x - np.uint64(1)
-            n += 1
-    return n
 
 
 @jit_inline
@@ -126,14 +117,17 @@ def vma_covers(s, task, r, page, kind_is_pte, write):
 
 
 @jit
-def tlb_flush_mmu_ns(s, p, mm, fullmm):
-    """One tlb_flush_mmu(): a local flush, plus an IPI to every other CPU that ran the mm (its
-    mm_cpumask) unless the whole mm is going away (exit_mmap), then the release of the batch."""
+def tlb_flush_mmu_ns(s, p, mm, fullmm, nr_pages):
+    """One tlb_flush_mmu() of a range of nr_pages pages: a local flush, plus an IPI to every other
+    CPU that ran the mm (its mm_cpumask) unless the whole mm is going away (exit_mmap: the exiting
+    CPU's flush only), then the release of the batch. Counted as flush_tlb_mm_range (tlb.py)."""
     cost = p[P.TLB_FLUSH_NS]
-    if not fullmm:
-        others = cpumask_weight(s, mm) - 1
-        if others > 0:
-            cost += p[P.TLB_IPI_NS] * others
+    sender = current_cpu(s)
+    if fullmm:
+        if cpu_in_mask(s.mm[mm].cpumask, sender):
+            s.counters[s.cpu[sender].node, Vm.NR_TLB_LOCAL_FLUSH_ALL] += 1
+        return cost
+    cost += p[P.TLB_IPI_NS] * flush_tlb_mm_range(s, mm, sender, nr_pages)
     return cost
 
 
@@ -152,6 +146,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
     freed = 0
     nr_ptes = 0
     x = lo
+    flush_lo = lo               # the range the next flush covers starts here
     while x < hi:
         f2 = pg.flags2[x]
         if f2 & F2_PRESENT:
@@ -173,7 +168,8 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
                 gathered += nr
                 freed += nr
                 if gathered >= MMU_GATHER_MAX_PAGES:
-                    cost += tlb_flush_mmu_ns(s, p, mm, fullmm)
+                    cost += tlb_flush_mmu_ns(s, p, mm, fullmm, x + nr - flush_lo)
+                    flush_lo = x + nr
                     gathered = 0
             elif mapped:
                 if pg.flags[x] & PG_YOUNG:
@@ -202,7 +198,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
             pg.flags2[x] = f2 & ~(F2_MAPPED | F2_PTE_WRITE)
         x += 1
     if gathered > 0 or nr_ptes > 0:
-        cost += tlb_flush_mmu_ns(s, p, mm, fullmm)
+        cost += tlb_flush_mmu_ns(s, p, mm, fullmm, hi - flush_lo)
     cost += p[P.ZAP_PTE_NS] * nr_ptes + p[P.FREE_PAGE_NS] * freed
     return cost
 

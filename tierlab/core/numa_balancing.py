@@ -86,6 +86,7 @@ from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, REGION_FILE_MAPPED,
     VM_WRITE, WMARK_PROMO, region_of,
 )
+from .tlb import flush_tlb_mm_range
 from .vmstat import Vm
 
 MAX_SCAN_WINDOW_MB = 2560
@@ -375,15 +376,18 @@ def task_scan_start_ms(s, p, mm):
 
 
 @jit
-def change_prot_numa(s, start, end, stamp, skip_toptier, tiering, restamp):
+def change_prot_numa(s, mm, sender, start, end, stamp, skip_toptier, tiering, restamp):
     """change_prot_numa() over pages [start, end) of one VMA (change_pte_range() with
     MM_CP_PROT_NUMA): make each present, mapped PTE PROT_NONE unless it already is, its folio is on
     the top tier in tiering-only mode, or it is a dirty file folio (async migration would fail).
     Slow-tier folios get `stamp` (folio_xchg_access_time, or the RFC's folio_xchg_fault_count);
     with `restamp` (RFC patch 2) one whose PTE is already PROT_NONE is stamped too and then left
-    alone. Returns the number of PTEs updated (numa_pte_updates)."""
+    alone. tlb_finish_mmu() then flushes the mm's TLBs over the span of the updated PTEs, from the
+    scanning task's CPU `sender` (tlb.py). Returns the number of PTEs updated (numa_pte_updates)."""
     flags, flags2, node, pgdat = s.pages.flags, s.pages.flags2, s.pages.node, s.pgdat
     updated = 0
+    first = end
+    last = start
     for x in range(start, end):
         xu = np.uint64(x)      # unsigned: no negative-index wraparound in the walk
         f2 = flags2[xu]
@@ -405,6 +409,10 @@ def change_prot_numa(s, start, end, stamp, skip_toptier, tiering, restamp):
         flags2[xu] = f2 & ~F2_PTE_WRITE        # pte_modify(PAGE_NONE): no write bit (memory.py)
         s.counters[nid, Vm.NUMA_PTE_UPDATES] += 1
         updated += 1
+        first = min(first, x)
+        last = x
+    if updated > 0:
+        flush_tlb_mm_range(s, mm, sender, last - first + 1)
     return updated
 
 
@@ -500,6 +508,7 @@ def task_numa_work(s, p, task, now):
     is readable, so vma_is_accessible() never skips one.
     Huge-page alignment is taken from the region's start, as for a mapping placed THP-aligned."""
     mm = s.task[task].mm
+    sender = s.task[task].cpu
     mode = np.int64(p[P.NUMA_BALANCING])
     pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))
     virtpages = pages * 8
@@ -555,7 +564,7 @@ def task_numa_work(s, p, task, now):
             x = max(x, vstart)
             while x < vend:
                 end = min(vstart + ((x - vstart + pages + 511) & ~np.int64(511)), vend)
-                n = change_prot_numa(s, x, end, stamp, skip_toptier, tiering, restamp)
+                n = change_prot_numa(s, mm, sender, x, end, stamp, skip_toptier, tiering, restamp)
                 updated += n
                 walked += end - x
                 if n > 0:

@@ -39,6 +39,7 @@ from .migrate import batch_cost, migrate_misplaced_folio, migrate_misplaced_foli
 from .numa_balancing import numa_migrate_check
 from .params import P
 from .state import folio_nr_pages, list_add, list_add_tail, list_del, promo_sentinel
+from .tlb import MIGRATE_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, tlbbatch_init, try_to_unmap_flush
 from .vmstat import Vm
 
 # enum PromoCap
@@ -96,16 +97,24 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
     cost = p[P.TASK_WORK_NS]
     dst = cpu_nid
     nr_folios = 0
+    # migrate_pages_batch's TLB batch: only a folio also mmap'd (accessible PTE) needs a flush
+    sender = current_cpu(s)
+    tlbbatch_init(s, MIGRATE_BATCH)
+    batch = s.tlb_ubc[MIGRATE_BATCH]
     while s.pages.next[sent] != sent:
         x = s.pages.next[sent]
         list_del(s, x)
         nr = folio_nr_pages(s, x)
         src = s.pages.node[x]
         nr_folios += 1
+        tlb_mm = folio_tlb_mm(s, x)
         ok, c = migrate_misplaced_folio(s, p, x, dst, nr, clock + np.int64(cost))
         cost += c
-        if not ok:
+        if ok:
+            tlbbatch_add(s, batch, tlb_mm, nr, sender)
+        else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
+    try_to_unmap_flush(s, batch, sender)
     cost += batch_cost(p, nr_folios)
     s.task[task].promo_count = 0
     return cost

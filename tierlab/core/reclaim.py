@@ -57,6 +57,9 @@ from .state import (
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MIN_NR_GENS, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED,
     PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
+from .tlb import (
+    MIGRATE_BATCH, UNMAP_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, tlbbatch_init, try_to_unmap_flush,
+)
 from .vmstat import Vm
 
 SWAP_CLUSTER_MAX = 32
@@ -233,6 +236,12 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
     reclaimed = 0
     demoted = 0
     nr_demote_folios = 0
+    # the TLB batches of try_to_unmap (evictions) and of migrate_pages_batch (demotion): tlb.py
+    sender = current_cpu(s)
+    tlbbatch_init(s, UNMAP_BATCH)
+    tlbbatch_init(s, MIGRATE_BATCH)
+    unmap_batch = s.tlb_ubc[UNMAP_BATCH]
+    demote_batch = s.tlb_ubc[MIGRATE_BATCH]
     for i in range(n):
         x = scratch[i]
         nr = folio_nr_pages(s, x)
@@ -254,15 +263,20 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             continue
         if demote:
             # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
+            tlb_mm = folio_tlb_mm(s, x)
             got, c = demote_folio(s, p, nid, x, now + np.int64(cost))
             cost += c
             if got > 0:
+                tlbbatch_add(s, demote_batch, tlb_mm, nr, sender)
                 demoted += got
                 reclaimed += got
                 nr_demote_folios += 1
                 continue
+        tlb_mm = folio_tlb_mm(s, x)
         got, c = reclaim_folio(s, p, nid, x, now + np.int64(cost))
         cost += c
+        if got > 0:
+            tlbbatch_add(s, unmap_batch, tlb_mm, nr, sender)
         if got == 0:
             # anon without swap space: add_to_swap() fails and the folio is activated
             s.pages.flags[x] |= PG_ACTIVE
@@ -271,6 +285,8 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             putback += 1
             continue
         reclaimed += got
+    try_to_unmap_flush(s, unmap_batch, sender)
+    try_to_unmap_flush(s, demote_batch, sender)
     cost += charge(s, K.MIGRATE_PAGES, batch_cost(p, nr_demote_folios))
     if putback > 0:                                                     # move_folios_to_lru, at the end
         cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, putback))), putback)

@@ -396,6 +396,7 @@ class SimState(NamedTuple):
     samples: np.ndarray
     hintlog: np.ndarray
     prof: np.ndarray      # float64[T + N, NR_KSYMS]: ns per entity and kernel function (profile.py)
+    tlb_ubc: np.ndarray   # uint64[2, MM_CPUMASK_WORDS]: the CPUs of the pending unmap and migration TLB batches (tlb.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -533,7 +534,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     counters=np.zeros((N, nr_counters), np.int64),
                     samples=np.zeros((sample_rows, sample_cols), np.int64),
                     hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64),
-                    prof=np.zeros((T + N, NR_KSYMS), np.float64))
+                    prof=np.zeros((T + N, NR_KSYMS), np.float64),
+                    tlb_ubc=np.zeros((2, MM_CPUMASK_WORDS), np.uint64))
 
 
 def copy_state(s: SimState) -> SimState:

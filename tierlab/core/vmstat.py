@@ -69,6 +69,11 @@ class Vm(IntEnum):
     # reach the tiering decision, and those it rejects because the latency >= the threshold
     NUMA_SHOULD_MIGRATE_CALLS = 46
     NUMA_LATENCY_REJECTS = 47
+    # TLB flushes (CONFIG_DEBUG_TLBFLUSH; arch/x86/mm/tlb.c counts them, tlb.py models it)
+    NR_TLB_REMOTE_FLUSH = 48
+    NR_TLB_REMOTE_FLUSH_RECEIVED = 49
+    NR_TLB_LOCAL_FLUSH_ALL = 50
+    NR_TLB_LOCAL_FLUSH_ONE = 51
 
 
 VMSTAT_NAMES = tuple(v.name.lower() for v in Vm)
