@@ -285,6 +285,10 @@ def check_invariants(sim):
             <= g[IDX[f"workingset_refault_{typ}"]]
     assert g[IDX["pswpin"]] <= g[IDX["pswpout"]]
     assert g[IDX["numa_hint_faults_local"]] <= g[IDX["numa_hint_faults"]]
+    # TLB (tlb.py): a remote flush reaches at least one and at most every other CPU slot
+    nr_cpus = s.cpu.shape[0]
+    assert g[IDX["nr_tlb_remote_flush"]] <= g[IDX["nr_tlb_remote_flush_received"]] \
+        <= g[IDX["nr_tlb_remote_flush"]] * max(0, nr_cpus - 1)
     # pages allocated minus pages freed on a node are the pages in use there
     assert (c[:, IDX["pgalloc"]] - c[:, IDX["pgfree"]]).tolist() == used.tolist()
     for nid in range(N):

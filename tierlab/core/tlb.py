@@ -54,7 +54,7 @@ def current_cpu(s):
 
 @jit_inline
 def cpu_in_mask(mask, cpu):
-    return (mask[np.int64(cpu) >> 6] >> np.uint64(np.int64(cpu) & 63)) & np.uint64(1) != 0
+    return ((mask[np.int64(cpu) >> 6] >> np.uint64(np.int64(cpu) & 63)) & np.uint64(1)) != 0
 
 
 @jit_inline
