@@ -97,6 +97,18 @@ def test_parser_survives_console_noise(text):
     assert parse_console(noisy).counters["pgpgin"] == 393_220
 
 
+def test_tlb_shootdowns_from_proc_interrupts_become_the_received_counter(text):
+    # the transcript predates the interrupts dump: no counter, rather than a wrong one
+    assert "nr_tlb_remote_flush_received" not in parse_console(text).counters.index
+    # /proc/interrupts' TLB line (one column per CPU), before and after: the sum's change
+    def block(when, a, b):
+        return (f"@@tierlab begin interrupts {when}\n TLB:       {a}       {b}   TLB shootdowns\n"
+                "@@tierlab end\n")
+    with_tlb = text.replace("@@tierlab begin vmstat after",
+                            block("before", 10, 3) + block("after", 250, 41) + "@@tierlab begin vmstat after", 1)
+    assert parse_console(with_tlb).counters["nr_tlb_remote_flush_received"] == (250 + 41) - (10 + 3)
+
+
 def test_parser_refuses_a_truncated_transcript(text):
     cut = text[:text.index("@@tierlab begin vmstat after")]
     with pytest.raises(ConsoleError, match="after"):
@@ -277,5 +289,8 @@ def test_guest_demotes_and_parser_reads_every_counter(guest_ready):
     assert g.node_tier()[0] < g.node_tier()[1]          # node 1 in a lower tier
     assert g.counters["pgdemote_kswapd"] + g.counters["pgdemote_direct"] > 10_000
     assert g.counters["pswpout"] == 0 and g.counters["oom_kill"] == 0
-    assert list(g.counters.index) == _block_names(run.transcript, "vmstat after")
+    # every /proc/vmstat counter, then the TLB shootdowns of /proc/interrupts (Debian's 6.12 has no
+    # CONFIG_DEBUG_TLBFLUSH, so no nr_tlb_* of its own)
+    assert list(g.counters.index) == _block_names(run.transcript, "vmstat after") + ["nr_tlb_remote_flush_received"]
+    assert g.counters["nr_tlb_remote_flush_received"] >= 0
     assert run.model.counters["pgdemote_kswapd"] + run.model.counters["pgdemote_direct"] > 0

@@ -8,9 +8,9 @@ The guest's run script (tierlab.oracle.guest.run_script) and programs print line
     @@tierlab knob NAME VALUE                a knob as read back (tierlab.kernel names)
     @@tierlab tier ID NODELIST               /sys/devices/virtual/memory_tiering/memory_tierID
     @@tierlab begin WHAT WHEN ... @@tierlab end
-        WHAT is vmstat (/proc/vmstat), zoneinfo (/proc/zoneinfo), nodeN.meminfo / nodeN.vmstat
-        (/sys/devices/system/node) or taskT.sched (/proc/PID/task/T/sched, after only), WHEN is
-        before or after the workload
+        WHAT is vmstat (/proc/vmstat), zoneinfo (/proc/zoneinfo), interrupts (the TLB line of
+        /proc/interrupts), nodeN.meminfo / nodeN.vmstat (/sys/devices/system/node) or taskT.sched
+        (/proc/PID/task/T/sched, after only), WHEN is before or after the workload
     @@tierlab start NS / mark TASK INDEX NS / done NS CHECKSUM     the program's clock
     @@tierlab exit STATUS                    the program's exit status
     @@tierlab error TEXT                     something went wrong in the guest
@@ -22,6 +22,11 @@ nodeN/vmstat, `nodes` the per-node values after the workload (node vmstat names,
 `meminfo` the per-node meminfo (kB), `zones` each zone's free pages, watermarks, managed pages and
 lowmem protection after the workload (`zones_before`: before), `marks_s` the programs' marks in
 seconds since its start.
+
+The TLB line of /proc/interrupts ("TLB shootdowns", per CPU) counts what the kernel counts as
+nr_tlb_remote_flush_received: x86's flush_tlb_func() increments irq_tlb_count and that vm event at
+the same place, for every flush it runs for another CPU. Kernels without CONFIG_DEBUG_TLBFLUSH
+(Debian's) have no nr_tlb_* in /proc/vmstat, so the sum over CPUs becomes that counter.
 """
 from __future__ import annotations
 
@@ -129,6 +134,15 @@ def _zoneinfo(lines: list[str] | None) -> pd.DataFrame:
     return df.set_index(["node", "zone"]) if len(df) else df
 
 
+def _tlb_shootdowns(lines: list[str] | None) -> int | None:
+    """The sum over CPUs of /proc/interrupts' "TLB:" line, or None without one."""
+    for ln in lines or []:
+        words = ln.split()
+        if words and words[0] == "TLB:":
+            return sum(int(w) for w in words[1:] if w.isdigit())
+    return None
+
+
 def _frame(per_node: dict[int, dict[str, int]]) -> pd.DataFrame:
     df = pd.DataFrame.from_dict(per_node, orient="index").sort_index().fillna(0).astype("int64")
     df.index.name = "node"
@@ -162,7 +176,11 @@ def parse_console(text: str) -> GuestResult:
             raise ConsoleError(f"no per-node {key[0]} dump '{key[1]}' the workload in the transcript")
     nb, na = _frame(per[("vmstat", "before")]), _frame(per[("vmstat", "after")])
 
-    res = GuestResult(counters=(va - vb).rename(None), vmstat_before=vb, vmstat_after=va,
+    counters = (va - vb).rename(None)
+    tlb = [_tlb_shootdowns(blocks.get(("interrupts", when))) for when in ("before", "after")]
+    if "nr_tlb_remote_flush_received" not in counters.index and None not in tlb:
+        counters["nr_tlb_remote_flush_received"] = tlb[1] - tlb[0]
+    res = GuestResult(counters=counters, vmstat_before=vb, vmstat_after=va,
                       node_counters=na - nb, nodes=na, meminfo=_frame(per[("meminfo", "after")]),
                       meminfo_before=_frame(per[("meminfo", "before")]),
                       zones=_zoneinfo(blocks.get(("zoneinfo", "after"))),

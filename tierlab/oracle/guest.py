@@ -173,6 +173,7 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         "  echo 1 > /proc/sys/vm/stat_refresh",
         "  echo \"@@tierlab begin vmstat $1\"; cat /proc/vmstat; echo '@@tierlab end'",
         "  echo \"@@tierlab begin zoneinfo $1\"; cat /proc/zoneinfo; echo '@@tierlab end'",
+        "  echo \"@@tierlab begin interrupts $1\"; grep '^ *TLB:' /proc/interrupts; echo '@@tierlab end'",
         "  for n in /sys/devices/system/node/node[0-9]*; do",
         "    for f in meminfo vmstat; do",
         "      echo \"@@tierlab begin ${n##*/}.$f $1\"; cat $n/$f; echo '@@tierlab end'",

@@ -78,12 +78,14 @@ MECHANISMS = {m.name: m for m in (
     Mechanism("demotion", "kswapd demotion under pressure (demotion_enabled=1, no NUMA balancing)",
               ("pgdemote (kswapd+direct)", "pgsteal (kswapd+direct)", "pgscan (kswapd+direct)",
                "pgmigrate_success"), 1.25,
-              shown=("pgdemote_kswapd", "pgdemote_direct", "pgscan_kswapd", "pgscan_direct", "allocstall"),
+              shown=("pgdemote_kswapd", "pgdemote_direct", "pgscan_kswapd", "pgscan_direct", "allocstall",
+                     "nr_tlb_remote_flush_received"),
               shown_why="timing: whether kswapd or the allocating task reclaims follows how fast each "
-                        "runs, which TCG on a shared host does not reproduce"),
+                        "runs, which TCG on a shared host does not reproduce; TLB shootdowns received "
+                        "(the guest's from /proc/interrupts) follow the reclaim batches"),
     Mechanism("promotion", "NUMA-balancing tiering promotion with the hot-time threshold (numa_balancing=2, demotion_enabled=1)",
               ("numa_pte_updates", "numa_hint_faults", "pgpromote_candidate", "pgpromote_success"), 1.5,
-              shown=("pgdemote_kswapd", "pgmigrate_success", "pgactivate"),
+              shown=("pgdemote_kswapd", "pgmigrate_success", "pgactivate", "nr_tlb_remote_flush_received"),
               shown_why="consequences of the promotions, shown for the explanation"),
     Mechanism("lru", "page-cache reclaim: the classic active/inactive LRU against the multi-gen LRU (lru_gen) "
                      "under buffered random reads of a file larger than the node, no demotion",
