@@ -16,7 +16,7 @@ from simkit import CXL, DRAM, STORE, counters, machine, make_sim, run, seq
 from tierlab.api import run_config
 from tierlab.core import state as st
 from tierlab.core.tlb import (
-    MIGRATE_BATCH, flush_tlb_mm_range, folio_tlb_mm, tlbbatch_add, tlbbatch_init, try_to_unmap_flush,
+    MIGRATE_BATCH, flush_tlb_mm_range, folio_tlb_mm, tlbbatch_add, try_to_unmap_flush,
 )
 from tierlab.core.vmstat import Vm
 from tierlab.workloads.base import Region
@@ -78,8 +78,8 @@ def test_unmap_batch_skips_inaccessible_ptes_and_flushes_once():
     sim = _sim()
     s = sim.state
     _set_mask(s, (0, 2))
-    tlbbatch_init(s, MIGRATE_BATCH)
     batch = s.tlb_ubc[MIGRATE_BATCH]
+    assert not batch.any()                                    # empty between calls
     # a PROT_NONE PTE (the NUMA scanner's) needs no flush: commit 4d4b6d66db
     s.pages.flags[10] |= st.PG_PROTNONE
     assert folio_tlb_mm(s, 10) == st.NO_MM
@@ -102,7 +102,6 @@ def test_unmap_from_the_only_cpu_flushes_each_pte_at_once():
     sim = _sim()
     s = sim.state
     _set_mask(s, (0,))
-    tlbbatch_init(s, MIGRATE_BATCH)
     batch = s.tlb_ubc[MIGRATE_BATCH]
     before = counters(sim)
     tlbbatch_add(s, batch, folio_tlb_mm(s, 20), 4, 0)        # a 4-page folio, direct reclaim on CPU 0

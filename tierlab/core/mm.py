@@ -43,8 +43,7 @@ from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
 from .sched import sched_exit_task
-from .tlb import cpu_in_mask, current_cpu, flush_tlb_mm_range
-from .vmstat import Vm
+from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_mm_range, local_flush
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
     PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VM_WRITE, region_of,
@@ -125,7 +124,7 @@ def tlb_flush_mmu_ns(s, p, mm, fullmm, nr_pages):
     sender = current_cpu(s)
     if fullmm:
         if cpu_in_mask(s.mm[mm].cpumask, sender):
-            s.counters[s.cpu[sender].node, Vm.NR_TLB_LOCAL_FLUSH_ALL] += 1
+            local_flush(s, sender, FLUSH_ALL)
         return cost
     cost += p[P.TLB_IPI_NS] * flush_tlb_mm_range(s, mm, sender, nr_pages)
     return cost

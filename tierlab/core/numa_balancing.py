@@ -408,8 +408,9 @@ def change_prot_numa(s, mm, sender, start, end, stamp, skip_toptier, tiering, re
         flags[xu] = f | PG_PROTNONE
         flags2[xu] = f2 & ~F2_PTE_WRITE        # pte_modify(PAGE_NONE): no write bit (memory.py)
         s.counters[nid, Vm.NUMA_PTE_UPDATES] += 1
+        if updated == 0:
+            first = x
         updated += 1
-        first = min(first, x)
         last = x
     if updated > 0:
         flush_tlb_mm_range(s, mm, sender, last - first + 1)

@@ -39,7 +39,7 @@ from .migrate import batch_cost, migrate_misplaced_folio, migrate_misplaced_foli
 from .numa_balancing import numa_migrate_check
 from .params import P
 from .state import folio_nr_pages, list_add, list_add_tail, list_del, promo_sentinel
-from .tlb import MIGRATE_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, tlbbatch_init, try_to_unmap_flush
+from .tlb import MIGRATE_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, try_to_unmap_flush
 from .vmstat import Vm
 
 # enum PromoCap
@@ -99,7 +99,6 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
     nr_folios = 0
     # migrate_pages_batch's TLB batch: only a folio also mmap'd (accessible PTE) needs a flush
     sender = current_cpu(s)
-    tlbbatch_init(s, MIGRATE_BATCH)
     batch = s.tlb_ubc[MIGRATE_BATCH]
     while s.pages.next[sent] != sent:
         x = s.pages.next[sent]

@@ -58,7 +58,7 @@ from .state import (
     PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
 from .tlb import (
-    MIGRATE_BATCH, UNMAP_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, tlbbatch_init, try_to_unmap_flush,
+    MIGRATE_BATCH, UNMAP_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, try_to_unmap_flush,
 )
 from .vmstat import Vm
 
@@ -238,8 +238,6 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
     nr_demote_folios = 0
     # the TLB batches of try_to_unmap (evictions) and of migrate_pages_batch (demotion): tlb.py
     sender = current_cpu(s)
-    tlbbatch_init(s, UNMAP_BATCH)
-    tlbbatch_init(s, MIGRATE_BATCH)
     unmap_batch = s.tlb_ubc[UNMAP_BATCH]
     demote_batch = s.tlb_ubc[MIGRATE_BATCH]
     for i in range(n):
@@ -261,9 +259,9 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             folio_putback_lru(s, x, lru_gen)
             putback += 1
             continue
+        tlb_mm = folio_tlb_mm(s, x)          # before unmapping or migration changes the PTE
         if demote:
             # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
-            tlb_mm = folio_tlb_mm(s, x)
             got, c = demote_folio(s, p, nid, x, now + np.int64(cost))
             cost += c
             if got > 0:
@@ -272,7 +270,6 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
                 reclaimed += got
                 nr_demote_folios += 1
                 continue
-        tlb_mm = folio_tlb_mm(s, x)
         got, c = reclaim_folio(s, p, nid, x, now + np.int64(cost))
         cost += c
         if got > 0:

@@ -91,11 +91,18 @@ def flush_tlb_mask(s, mask, sender, nr_pages, local_runs_mm):
     else:
         local = local_runs_mm
     if local:
-        if nr_pages == FLUSH_ALL:
-            s.counters[s.cpu[sender].node, Vm.NR_TLB_LOCAL_FLUSH_ALL] += 1
-        else:
-            s.counters[s.cpu[sender].node, Vm.NR_TLB_LOCAL_FLUSH_ONE] += nr_pages
+        local_flush(s, sender, nr_pages)
     return others
+
+
+@jit_inline
+def local_flush(s, cpu, nr_pages):
+    """The flushing CPU's own flush (flush_tlb_func with local set): nr_tlb_local_flush_all for a
+    whole flush, nr_tlb_local_flush_one per page of a ranged one."""
+    if nr_pages == FLUSH_ALL:
+        s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ALL] += 1
+    else:
+        s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ONE] += nr_pages
 
 
 @jit_inline
@@ -108,17 +115,11 @@ def flush_tlb_mm_range(s, mm, sender, nr_pages):
     return flush_tlb_mask(s, mask, sender, nr_pages, cpu_in_mask(mask, sender))
 
 
-UNMAP_BATCH = 0     # rows of SimState.tlb_ubc: try_to_unmap()'s batch (reclaim's evictions)
+# Rows of SimState.tlb_ubc, the pending batches (the CPUs to flush, mm_cpumask words). The kernel
+# keeps one per task (current->tlb_ubc); every batch here is filled and flushed (emptied) within
+# one call, so one per kind is enough and each is empty between calls.
+UNMAP_BATCH = 0     # try_to_unmap()'s batch (reclaim's evictions)
 MIGRATE_BATCH = 1   # migrate_pages_batch()'s (demotion, promotion batches)
-
-
-@jit_inline
-def tlbbatch_init(s, row):
-    """Empty the unmap batch `row` of s.tlb_ubc (the CPUs to flush, mm_cpumask words; the caller
-    takes `s.tlb_ubc[row]` as the batch). The kernel keeps it per task (current->tlb_ubc); every
-    batch here is filled and flushed within one call, so one per kind is enough."""
-    for w in range(MM_CPUMASK_WORDS):
-        s.tlb_ubc[row, w] = 0
 
 
 @jit_inline
@@ -151,15 +152,8 @@ def tlbbatch_add(s, batch, mm, nr, sender):
 
 @jit_inline
 def try_to_unmap_flush(s, batch, sender):
-    """try_to_unmap_flush(): one whole flush of the batch's CPUs (arch_tlbbatch_flush), if any;
-    the batch is emptied. Returns the number of other CPUs flushed."""
-    any_cpu = False
-    for w in range(MM_CPUMASK_WORDS):
-        if batch[w]:
-            any_cpu = True
-            break
-    if not any_cpu:
-        return 0
+    """try_to_unmap_flush(): one whole flush of the batch's CPUs (arch_tlbbatch_flush), if any
+    (an empty batch sends nothing); the batch is emptied. Returns the number of other CPUs flushed."""
     others = flush_tlb_mask(s, batch, sender, FLUSH_ALL, cpu_in_mask(batch, sender))
     for w in range(MM_CPUMASK_WORDS):
         batch[w] = 0
