@@ -32,6 +32,13 @@ CONFIG_RUNS = {
         "params": {"file_size": "2GiB", "accesses": "200000", "policy": "bind:0"},
         "knobs": {"demotion_enabled": 1},
     },
+    # seed 004 shape: XSBench's 16 threads on qemu-2node, tiering + demotion, MIGRC deferring the
+    # demotion flushes of pages made clean by their first migration
+    "xsbench-migrc": {
+        "machine": "qemu-2node", "workload": "xsbench", "scale": 64, "seed": 1,
+        "params": {"particles": "500000", "cpunodebind": "0"},
+        "knobs": {"numa_balancing": 2, "demotion_enabled": 1, "migrc": "on", "migration_entry_ad": 0},
+    },
     # seed 000 shape: a CXL-bound file read in cycles, page-cache promotion on, dram-cxl-1tb / 1024
     "file-read-pagecache-promotion": {
         "machine": "dram-cxl-1tb", "workload": "file-read", "scale": 1024, "seed": 1,

@@ -384,16 +384,24 @@ class RefModel:
         return nr
 
     # ---- TLB flushes (arch/x86/mm/tlb.c, mm/rmap.c's unmap batch) ------------------------------
+    def lazy(self, c):
+        """The CPU runs a kswapd, or is idle (no task of its own: one whose chunk part is done
+        still counts as running), so lazy TLB mode, skipped by shootdowns."""
+        if self.curr[c] is not None:
+            return self.curr[c][0] != "t"
+        return c not in self.task_cpu
+
     def tlb_flush(self, cpus, nr_pages):
-        """A flush of `cpus` from self.sender: one remote flush with a receipt per other CPU, the
-        sender's own flush counted local (all, or one per page)."""
+        """A flush of `cpus` from self.sender: one remote flush with a receipt per other CPU that is
+        not lazy, the sender's own flush counted local (all, or one per page) unless it is lazy."""
         sender, node = self.sender, self.cpu_node[self.sender]
         others = cpus - {sender}
         if others:
             self.count(node, "nr_tlb_remote_flush")
             for c in others:
-                self.count(self.cpu_node[c], "nr_tlb_remote_flush_received")
-        if sender in cpus:
+                if not self.lazy(c):
+                    self.count(self.cpu_node[c], "nr_tlb_remote_flush_received")
+        if sender in cpus and not self.lazy(sender):
             if nr_pages == 0 or nr_pages > 33:
                 self.count(node, "nr_tlb_local_flush_all")
             else:
@@ -426,7 +434,7 @@ class RefModel:
         self.count(nid, f"pgscan_{who}", scanned)
         self.count(nid, f"pgscan_{typ}", scanned)
         reclaimed = demoted = 0
-        unmap_batch, demote_batch = set(), set()
+        batch = set()                   # current->tlb_ubc: evictions and demotions, one flush
         for x in isolated:
             nr = self.nr(x)
             verdict = self.folio_check_references(x)
@@ -442,23 +450,22 @@ class RefModel:
                 acc = self.accessible_pte(x)
                 got = self.demote_folio(nid, x, now)
                 if got:
-                    self.tlb_unmap(demote_batch, acc, nr)
+                    self.tlb_unmap(batch, acc, nr)
                     demoted += got
                     reclaimed += got
                     continue
             acc = self.accessible_pte(x)
             got = self.reclaim_folio(nid, x)
             if got:
-                self.tlb_unmap(unmap_batch, acc, nr)
+                self.tlb_unmap(batch, acc, nr)
             if got == 0:                    # no swap space: activated
                 self.flags[x] |= ACTIVE
                 self.count(nid, "pgactivate", nr)
                 self.lruvec_add(x)
                 continue
             reclaimed += got
-        for batch in (unmap_batch, demote_batch):
-            if batch:
-                self.tlb_flush(batch, 0)
+        if batch:
+            self.tlb_flush(batch, 0)
         self.count(nid, f"pgsteal_{who}", reclaimed)
         self.count(nid, f"pgsteal_{typ}", reclaimed)
         self.count(nid, f"pgdemote_{who}", demoted)

@@ -36,13 +36,13 @@ def check_relations(sim):
     lru = nodes[["nr_inactive_anon", "nr_active_anon", "nr_inactive_file", "nr_active_file"]].sum(axis=1)
     assert (nodes.nr_free_pages >= 0).all()
     assert (nodes.nr_free_pages <= nodes.managed_pages).all()
-    # free + on an LRU + isolated + waiting in an lru_add batch == managed, per node
+    # free + on an LRU + isolated + waiting in an lru_add batch + held by MIGRC == managed, per node
     pa = page_arrays(sim)
     batched = np.zeros(len(nodes), np.int64)
     for b in lru_batches(sim):
         for h in b:
             batched[pa["node"][h]] += 1 << pa["order"][h]
-    total = nodes.nr_free_pages + lru + nodes.nr_isolated + batched
+    total = nodes.nr_free_pages + lru + nodes.nr_isolated + batched + nodes.migrc_pending_nr
     assert total.tolist() == nodes.managed_pages.tolist()
 
 

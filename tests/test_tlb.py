@@ -1,11 +1,16 @@
 """TLB flush counting (core/tlb.py), hand-worked from arch/x86/mm/tlb.c and mm/rmap.c:
 
 - flush_tlb_mm_range(): more than 33 pages is a full flush; another CPU in mm_cpumask makes it one
-  nr_tlb_remote_flush with one nr_tlb_remote_flush_received per other CPU; the sender's own flush
-  counts nr_tlb_local_flush_all (full) or nr_tlb_local_flush_one per page;
+  nr_tlb_remote_flush with one nr_tlb_remote_flush_received per other CPU that is not lazy (runs a
+  task: an idle CPU or kswapd's keeps the mm loaded lazily and is skipped); the sender's own flush
+  counts nr_tlb_local_flush_all (full) or nr_tlb_local_flush_one per page, unless it is lazy;
 - an unmap with TTU_BATCH_FLUSH: a PROT_NONE or unmapped folio adds nothing; a folio of an mm that
   ran only on the sender is flushed at once, one page per PTE (ptep_clear_flush); otherwise the mm's
-  CPUs join the batch, and try_to_unmap_flush() sends one full flush and empties it.
+  CPUs join the batch, and try_to_unmap_flush() sends one full flush and empties it;
+- MIGRC: which folios it defers, the order of migrate_pages_batch's end (pending CPUs into
+  migrc_ubc, the batch's flush, then its sources held), each release (a flush covering the CPUs,
+  migrc_flush_free_folios from a write-protect fault, an allocation that fails its watermark or
+  finds the free lists short), and the held pages counted as free by the watermarks only.
 """
 from __future__ import annotations
 
@@ -15,8 +20,10 @@ import pytest
 from simkit import CXL, DRAM, STORE, counters, machine, make_sim, run, seq
 from tierlab.api import run_config
 from tierlab.core import state as st
+from tierlab.core.mmzone import take_pages, zone_alloc_ok, zone_watermark_ok
 from tierlab.core.tlb import (
-    MIGRATE_BATCH, flush_tlb_mm_range, folio_tlb_mm, tlbbatch_add, try_to_unmap_flush,
+    MIGRC_UBC, TLB_UBC, flush_tlb_mm_range, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_defer,
+    migrc_flush_free_folios, tlbbatch_add, try_to_unmap_flush,
 )
 from tierlab.core.vmstat import Vm
 from tierlab.workloads.base import Region
@@ -25,18 +32,23 @@ NAMES = ("nr_tlb_remote_flush", "nr_tlb_remote_flush_received", "nr_tlb_local_fl
          "nr_tlb_local_flush_one")
 
 
-def _sim():
+def _sim(**knobs):
     # two nodes, 64 anon pages stored once by one task: CPU slots 0 (the task's, node 0), 1 (node
     # 0's kswapd) and 2 (node 1's kswapd)
-    sim = make_sim(machine((4096, 4, DRAM), (4096, 4, CXL)), [Region("a", "anon", 64)])
+    sim = make_sim(machine((4096, 4, DRAM), (4096, 4, CXL)), [Region("a", "anon", 64)], **knobs)
     run(sim, seq(range(64), STORE))
     return sim
 
 
-def _set_mask(s, cpus):
+def _set_mask(s, cpus, lazy=()):
+    """mm 0 ran on `cpus`; each of them runs task 0 now except the `lazy` ones, which run a
+    kswapd (CPU 0, the task's, included: kswapd may share it)."""
     s.mm[0]["cpumask"][:] = 0
     for c in cpus:
         s.mm[0]["cpumask"][c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    s.cpu["curr"][:] = -1
+    for c in cpus:
+        s.cpu["curr"][c] = s.task.shape[0] if c in lazy else 0
 
 
 def _tlb(sim, before):
@@ -57,10 +69,40 @@ def test_flush_tlb_mm_range_counts_as_x86_does(cpus, sender, pages, expect):
     sim = _sim()
     s = sim.state
     _set_mask(s, cpus)
+    if sender not in cpus:
+        s.cpu["curr"][sender] = 0
     before = counters(sim)
     others = flush_tlb_mm_range(s, 0, sender, pages)
     assert _tlb(sim, before) == expect
     assert others == expect[1]
+
+
+@pytest.mark.parametrize("lazy, expect", [
+    ((2,), (1, 1, 1, 0)),       # CPU 2 runs a kswapd: the shootdown is counted, CPU 2 is not sent it
+    ((0,), (1, 2, 0, 0)),       # the sender is lazy (kswapd's CPU): no local flush counted
+    ((1, 2), (1, 0, 1, 0)),     # every other CPU lazy: still one nr_tlb_remote_flush
+])
+def test_lazy_cpus_are_skipped(lazy, expect):
+    sim = _sim()
+    s = sim.state
+    _set_mask(s, (0, 1, 2), lazy=lazy)
+    before = counters(sim)
+    others = flush_tlb_mm_range(s, 0, 0, 100)
+    assert _tlb(sim, before) == expect
+    assert others == expect[1]
+
+
+def test_an_idle_cpu_is_lazy_but_a_task_between_chunks_is_not():
+    sim = _sim()
+    s = sim.state
+    _set_mask(s, (0, 1, 2))
+    s.cpu["curr"][:] = -1                # off the runqueue: CPU 0's task between two chunks
+    before = counters(sim)
+    flush_tlb_mm_range(s, 0, 1, 100)     # from CPU 1: CPU 0 receives, CPU 2 (no task) is idle
+    assert _tlb(sim, before) == (1, 1, 0, 0)
+    s.task["dead"][0] = 1                # once its task has exited, CPU 0 is idle too
+    flush_tlb_mm_range(s, 0, 1, 100)
+    assert _tlb(sim, before) == (2, 1, 0, 0)
 
 
 def test_received_flushes_are_charged_to_the_receiving_cpus_node():
@@ -78,7 +120,7 @@ def test_unmap_batch_skips_inaccessible_ptes_and_flushes_once():
     sim = _sim()
     s = sim.state
     _set_mask(s, (0, 2))
-    batch = s.tlb_ubc[MIGRATE_BATCH]
+    batch = s.tlb_ubc[TLB_UBC]
     assert not batch.any()                                    # empty between calls
     # a PROT_NONE PTE (the NUMA scanner's) needs no flush: commit 4d4b6d66db
     s.pages.flags[10] |= st.PG_PROTNONE
@@ -102,7 +144,7 @@ def test_unmap_from_the_only_cpu_flushes_each_pte_at_once():
     sim = _sim()
     s = sim.state
     _set_mask(s, (0,))
-    batch = s.tlb_ubc[MIGRATE_BATCH]
+    batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
     tlbbatch_add(s, batch, folio_tlb_mm(s, 20), 4, 0)        # a 4-page folio, direct reclaim on CPU 0
     assert _tlb(sim, before) == (0, 0, 0, 4)                  # ptep_clear_flush: one page per PTE
@@ -125,3 +167,149 @@ def test_demoting_read_only_page_cache_flushes_nothing_and_mapped_pages_shoot_do
     assert demoted > 0 and c["nr_tlb_remote_flush"] > 0
     assert c["nr_tlb_remote_flush_received"] == c["nr_tlb_remote_flush"]
     assert c["nr_tlb_remote_flush"] <= demoted
+
+
+# ---- MIGRC -------------------------------------------------------------------------------------
+
+def _read_only_clean(s, x):
+    """The folio's PTE as after a hint-fault promotion with clean migration entries: present,
+    read-only, clean."""
+    s.pages.flags2[x] &= ~st.F2_PTE_WRITE
+    s.pages.flags[x] &= ~st.PG_DIRTY
+
+
+def test_migrc_defers_only_small_read_only_clean_folios_whose_flush_is_deferred():
+    sim = _sim(migrc="on")
+    s, p = sim.state, sim.p
+    _set_mask(s, (0, 2))
+    for x in (20, 21, 22, 23):
+        _read_only_clean(s, x)
+    s.pages.flags2[21] |= st.F2_PTE_WRITE            # writable: can_migrc_fail
+    s.pages.flags[22] |= st.PG_DIRTY                 # dirty (set_tlb_ubc_flush_pending's `writable`)
+    s.pages.flags[23] |= st.PG_PROTNONE              # inaccessible: no flush needed at all
+    assert migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20), 1, 1)
+    assert not migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20), 4, 1)    # a large folio
+    for x in (21, 22, 23):
+        assert not migrc_can_defer(s, p, x, folio_tlb_mm(s, x), 1, 1)
+    _set_mask(s, (0,))
+    # the mm ran only on the sender: ptep_clear_flush flushes at once, the read-only batch stays empty
+    assert not migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20), 1, 0)
+    off = _sim()
+    _set_mask(off.state, (0, 2))
+    _read_only_clean(off.state, 20)
+    assert not migrc_can_defer(off.state, off.p, 20, 0, 1, 1)
+
+
+def _held(s):
+    return s.pgdat["migrc_pending_nr"].tolist()
+
+
+def test_migrc_batch_end_holds_sources_until_a_flush_covers_their_cpus():
+    sim = _sim(migrc="on")
+    s = sim.state
+    _set_mask(s, (0, 2))
+    batch = s.tlb_ubc[TLB_UBC]
+    free0 = int(s.pgdat["free"][0])
+    before = counters(sim)
+    # a demotion batch of 3 deferred folios from node 0 (kswapd on CPU 1 sends)
+    for _ in range(3):
+        migrc_defer(s, 0)
+    s.pgdat["migrc_batch_nr"][0] += 3                # what move_isolated_folio(keep_src) books
+    assert migrc_batch_flush(s, batch, 1) == 0
+    assert _tlb(sim, before) == (0, 0, 0, 0)         # no shootdown
+    assert _held(s) == [3, 0] and int(s.pgdat["free"][0]) == free0
+    assert bin(int(s.tlb_ubc[MIGRC_UBC][0])) == bin(0b101)
+    # a flush of CPU 2 only leaves CPU 0 pending: still held
+    batch[0] = np.uint64(0b100)
+    try_to_unmap_flush(s, batch, 1)
+    assert _held(s) == [3, 0] and int(s.tlb_ubc[MIGRC_UBC][0]) == 0b1
+    # one covering CPU 0 frees them (migrc_flush_end)
+    batch[0] = np.uint64(0b1)
+    try_to_unmap_flush(s, batch, 1)
+    assert _held(s) == [0, 0] and int(s.pgdat["free"][0]) == free0 + 3
+    assert not s.tlb_ubc[MIGRC_UBC].any()
+    assert counters(sim)["pgfree"] - before["pgfree"] == 3
+
+
+def test_migrc_a_batch_that_also_flushes_keeps_its_own_sources_for_the_next_flush():
+    """migrc_add_pending_ubc before the batch's flush, migrc_add_pending_folios after it: a flush
+    that covers the deferred CPUs frees the earlier sources, not this batch's; they wait (with
+    migrc_ubc now empty) for the next flush of anything."""
+    sim = _sim(migrc="on")
+    s = sim.state
+    _set_mask(s, (0, 2))
+    s.pgdat["migrc_pending_nr"][0] = 5               # held from an earlier batch
+    s.pgdat["free"][0] -= 5
+    batch = s.tlb_ubc[TLB_UBC]
+    migrc_defer(s, 0)
+    s.pgdat["migrc_batch_nr"][0] += 1
+    tlbbatch_add(s, batch, 0, 1, 1)                  # a dirty folio in the same batch
+    before = counters(sim)
+    assert migrc_batch_flush(s, batch, 1) == 2
+    assert _tlb(sim, before) == (1, 2, 0, 0)
+    assert _held(s) == [1, 0] and not s.tlb_ubc[MIGRC_UBC].any()
+    batch[0] = np.uint64(0b1)
+    try_to_unmap_flush(s, batch, 1)
+    assert _held(s) == [0, 0]
+
+
+def test_migrc_flush_free_folios_sends_the_deferred_flush_from_the_faulting_cpu():
+    sim = _sim(migrc="on")
+    s = sim.state
+    _set_mask(s, (0, 2))
+    assert migrc_flush_free_folios(s, 0) == 0        # nothing held: nothing sent
+    s.pgdat["migrc_pending_nr"][0] = 2
+    s.pgdat["free"][0] -= 2
+    s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    before = counters(sim)
+    assert migrc_flush_free_folios(s, 0) == 1        # CPU 0 faults: CPU 2 receives, CPU 0 flushes itself
+    assert _tlb(sim, before) == (1, 1, 1, 0)
+    assert _held(s) == [0, 0] and not s.tlb_ubc[MIGRC_UBC].any()
+
+
+def test_migrc_held_pages_count_for_watermarks_and_are_freed_on_demand():
+    sim = _sim(migrc="on")
+    s = sim.state
+    _set_mask(s, (0, 2))
+    s.sys[0].current = 0                             # the allocating task, on CPU 0
+    wm = s.pgdat["wmark"][0]
+    low = int(wm[st.WMARK_LOW])
+    # free just below LOW, with held sources: the watermark passes on them (no flush)
+    s.pgdat["migrc_pending_nr"][0] = 10
+    s.pgdat["free"][0] = low - 1
+    s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    before = counters(sim)
+    assert zone_watermark_ok(s, 0, 1, st.WMARK_LOW)
+    assert zone_alloc_ok(s, 0, 1, st.WMARK_LOW)
+    assert _tlb(sim, before) == (0, 0, 0, 0) and _held(s) == [10, 0]
+    # a check that fails with held sources in the zone flushes and frees them, then fails again
+    s.pgdat["free"][0] = low - 20
+    assert not zone_alloc_ok(s, 0, 1, st.WMARK_LOW)
+    assert _tlb(sim, before) == (1, 1, 1, 0)
+    assert _held(s) == [0, 0] and int(s.pgdat["free"][0]) == low - 10
+    # the free lists short of the allocation while the watermark passed on held pages: freed first
+    s.pgdat["migrc_pending_nr"][0] = 4
+    s.pgdat["free"][0] = 0
+    s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    take_pages(s, 0, 30, 1)
+    assert _held(s) == [0, 0] and int(s.pgdat["free"][0]) == 3
+    assert _tlb(sim, before) == (2, 2, 2, 0)
+
+
+def _mapped_demotion(**knobs):
+    res = run_config({"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,
+                      "params": {"file_size": "2GiB", "accesses": "100000", "io": "mmap", "policy": "bind:0"},
+                      "knobs": {"demotion_enabled": 1, **knobs}})
+    return res
+
+
+def test_migrc_removes_the_shootdowns_of_demoting_a_read_only_mapped_file():
+    """kswapd demotes a file the task maps read-only (clean PTEs): v6.7 sends one shootdown per
+    shrink batch; MIGRC defers every one, holds the sources and frees them when an allocation
+    needs them -- far fewer flushes, the same pages demoted."""
+    base, migrc = _mapped_demotion(), _mapped_demotion(migrc="on")
+    b, m = base.counters, migrc.counters
+    assert b["nr_tlb_remote_flush"] > 20
+    assert m["nr_tlb_remote_flush"] < b["nr_tlb_remote_flush"] / 4
+    assert m["pgdemote_kswapd"] > 0.5 * b["pgdemote_kswapd"]
+    assert (base.nodes.migrc_pending_nr == 0).all()

@@ -140,6 +140,17 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "the RFC's 4th-access rule), tier (an access to a folio sort_folio would protect: tier above the PID "
          "controller's last tier_idx for file, or saturated refs)",
          choices={"off": 0, "refs": 1, "tier": 2}),
+    Knob("migrc", 0, "enum", 0, 1, "MIGRC patch series v8 (Byungchul Park, 2024-02-19; not merged; no sysctl "
+         "since v4: a kernel built with it has it on)",
+         "'Migration Read Copy' (core/tlb.py): a demotion or NUMA migration of a small folio mapped only by "
+         "read-only, clean PTEs skips the TLB shootdown and keeps the source folio until a later flush "
+         "covers the CPUs, a write-protect fault or allocation pressure frees it",
+         choices={"off": 0, "on": 1}),
+    Knob("migration_entry_ad", 1, "bool", 0, 1, "mm/swapfile.c swap_migration_ad_supported (boot-time)",
+         "migration entries keep the PTE's young and dirty bits (6.0+), so a migrated folio's new PTE is as "
+         "dirty as the old one; the kernel sets it when arch_max_swapfile_size() >= 2^SWP_MIG_TOTAL_BITS, "
+         "which x86 CPUs affected by L1TF (the swap-offset limit of the PTE-inversion mitigation) fail: then "
+         "the new PTE is clean"),
 )}
 
 

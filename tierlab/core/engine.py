@@ -186,6 +186,7 @@ def node_gauges(s, nid, out):
     out[3] = lru[LRU_INACTIVE_FILE]
     out[4] = lru[LRU_ACTIVE_FILE]
     out[5] = s.pgdat[nid].nr_isolated
+    out[6] = s.pgdat[nid].migrc_pending_nr
 
 
 def sample_columns(nr_nodes: int) -> int:

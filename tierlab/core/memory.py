@@ -36,8 +36,9 @@ region is read-only (`Region.prot` = r: no VM_WRITE, and a store is a SIGSEGV, a
   folio only when the PTE is dirty. When the folio migrates, the new PTE is rebuilt from the
   migration entry of the PROT_NONE PTE (remove_migration_pte): present, read-only, dirty and young
   as they were; the access that retries then takes a write-protect fault if it is a store.
-- migration (migrate.py move_isolated_folio, remove_migration_pte of 6.2+): writable, dirty and
-  young carried over, PROT_NONE not (the new PTE comes from the VMA's protection).
+- migration (migrate.py move_isolated_folio, remove_migration_pte of 6.2+): writable and young
+  carried over, dirty too where migration entries keep it (the `migration_entry_ad` knob,
+  swap_migration_ad_supported), PROT_NONE not (the new PTE comes from the VMA's protection).
 - reclaim unmaps (try_to_unmap): no PTE.
 
 Simplifications: a folio's PTEs are one state per folio (on the head); PTE dirty and folio dirty
@@ -68,6 +69,7 @@ from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
+from .tlb import current_cpu, migrc_flush_free_folios
 from .vmstat import Vm
 
 HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fault is do_huge_pmd_numa_page()
@@ -179,7 +181,8 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
         return cost
     if lru_gen_enabled(p):
         s.pages.flags[head] |= PG_ACTIVE    # folio_add_lru in a fault: the new (or put back) folio is young
-    ok, c = migrate_misplaced_folio(s, p, head, dst, nr, now)
+    # never deferred by MIGRC: a PROT_NONE PTE needs no flush, so the read-only batch stays empty
+    ok, c = migrate_misplaced_folio(s, p, head, dst, nr, False, now)
     if not ok:
         numa_restore_pte(s, head)
     return cost + c
@@ -189,7 +192,10 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
 def do_wp_page(s, p, hu, cpu_nid):
     """A store to a present read-only PTE of a folio mapped once: wp_page_reuse() for the exclusive
     anon folio, wp_page_shared() (page_mkwrite) for a shared file folio -- the PTE becomes writable
-    (the store then dirties it). Counts the fault; returns its cost."""
+    (the store then dirties it). Under MIGRC the fault first gives up every deferred flush
+    (migrc_flush_free_folios: the folio may be a held source's copy about to become writable).
+    Counts the fault; returns its cost."""
+    migrc_flush_free_folios(s, current_cpu(s))
     s.pages.flags2[hu] |= F2_PTE_WRITE
     s.counters[cpu_nid, Vm.PGFAULT] += 1
     return p[P.FAULT_NS]
@@ -199,15 +205,6 @@ def do_wp_page(s, p, hu, cpu_nid):
 def pte_write(s, head):
     """The folio's PTE is present and writable."""
     return (s.pages.flags2[head] & (F2_MAPPED | F2_PTE_WRITE)) == (F2_MAPPED | F2_PTE_WRITE)
-
-
-@jit_inline
-def pte_ro_clean(s, head):
-    """The folio is mapped by a present, read-only, clean PTE (not PROT_NONE): what MIGRC needs to
-    defer a migration's TLB flush."""
-    f2 = s.pages.flags2[head]
-    return ((f2 & (F2_PRESENT | F2_MAPPED)) == (F2_PRESENT | F2_MAPPED) and not (f2 & F2_PTE_WRITE)
-            and not (s.pages.flags[head] & (PG_DIRTY | PG_PROTNONE)))
 
 
 @jit_inline

@@ -23,25 +23,35 @@ from ._jit import jit, jit_inline
 
 from .cost import migrate_batch_ns, migrate_folio_ns
 from .lru import lruvec_add_folio, lruvec_del_folio
-from .mmzone import take_pages, wakeup_kswapd, zone_watermark_ok
-from .state import PG_ISOLATED, PG_LRU, PG_PROTNONE, WMARK_HIGH, WMARK_MIN, folio_nr_pages
+from .mmzone import take_pages, wakeup_kswapd, zone_alloc_ok, zone_free_pages
+from .params import P
+from .state import F2_ANON, PG_DIRTY, PG_ISOLATED, PG_LRU, PG_PROTNONE, WMARK_HIGH, WMARK_MIN, folio_nr_pages
+from .tlb import current_cpu, migrc_flush_free_folios
 from .vmstat import Vm
 
 
 @jit_inline
-def move_isolated_folio(s, p, head, dst, now):
+def move_isolated_folio(s, p, head, dst, keep_src, now):
     """Migrate an isolated folio (off the LRU) to `dst` and put it on dst's LRU. Returns the cost in ns.
-    The caller has checked that `dst` can take it."""
+    The caller has checked that `dst` can take it. `keep_src`: MIGRC deferred the folio's flush, so
+    its source stays allocated (migrc_keep_folio) until a flush frees it (tlb.py)."""
     src = s.pages.node[head]
     nr = folio_nr_pages(s, head)
     cost = migrate_folio_ns(s, p, src, dst, nr, now)
-    s.pgdat[src].free += nr
-    s.counters[src, Vm.PGFREE] += nr
+    if keep_src:
+        s.pgdat[src].migrc_batch_nr += nr
+    else:
+        s.pgdat[src].free += nr
+        s.counters[src, Vm.PGFREE] += nr
     take_pages(s, dst, head, nr)
-    # remove_migration_pte(): the new PTE keeps writable, dirty and young but is built from the
-    # VMA's protection, so a PROT_NONE (hint-fault) PTE comes back accessible -- and read-only,
-    # since change_prot_numa() dropped its write bit (memory.py)
+    # remove_migration_pte(): the new PTE keeps writable and young but is built from the VMA's
+    # protection, so a PROT_NONE (hint-fault) PTE comes back accessible -- and read-only, since
+    # change_prot_numa() dropped its write bit (memory.py). It keeps dirty only where migration
+    # entries carry it (swap_migration_ad_supported); for anon the folio bit is the PTE's here
+    # (file folios keep PG_dirty: it is their write-back state too)
     s.pages.flags[head] &= ~(PG_ISOLATED | PG_PROTNONE)
+    if p[P.MIGRATION_ENTRY_AD] == 0 and (s.pages.flags2[head] & F2_ANON):
+        s.pages.flags[head] &= ~PG_DIRTY
     lruvec_add_folio(s, head)
     s.counters[dst, Vm.PGMIGRATE_SUCCESS] += nr
     return cost
@@ -58,7 +68,7 @@ def batch_cost(p, nr_folios):
 @jit_inline
 def migrate_balanced_pgdat(s, dst, nr):
     """Room for nr more pages on dst while staying at or above WMARK_HIGH."""
-    return s.pgdat[dst].free >= s.pgdat[dst].wmark[WMARK_HIGH] + nr
+    return zone_free_pages(s, dst) >= s.pgdat[dst].wmark[WMARK_HIGH] + nr
 
 
 @jit_inline
@@ -78,18 +88,20 @@ def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
 
 
 @jit
-def migrate_misplaced_folio(s, p, head, dst, nr, now):
+def migrate_misplaced_folio(s, p, head, dst, nr, keep_src, now):
     """Migrate an isolated folio to dst (alloc_misplaced_dst_folio: no reclaim, so dst must stay
-    above WMARK_MIN), or put it back on its LRU. Counts numa_pages_migrated, and pgpromote_success
-    for a move from a lower tier into the top tier. Returns (migrated, cost)."""
+    above WMARK_MIN; a failed allocation passes MIGRC's pause), or put it back on its LRU. Counts
+    numa_pages_migrated, and pgpromote_success for a move from a lower tier into the top tier.
+    `keep_src` as for move_isolated_folio. Returns (migrated, cost)."""
     src = s.pages.node[head]
     s.pgdat[src].nr_isolated -= nr
-    if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
+    if not zone_alloc_ok(s, dst, nr, WMARK_MIN):
+        migrc_flush_free_folios(s, current_cpu(s))
         s.pages.flags[head] &= ~PG_ISOLATED
         lruvec_add_folio(s, head)
         s.counters[src, Vm.PGMIGRATE_FAIL] += nr
         return False, 0.0
-    cost = move_isolated_folio(s, p, head, dst, now)
+    cost = move_isolated_folio(s, p, head, dst, keep_src, now)
     s.counters[dst, Vm.NUMA_PAGES_MIGRATED] += nr
     if s.pgdat[dst].tier == 0 and s.pgdat[src].tier != 0:
         s.counters[dst, Vm.PGPROMOTE_SUCCESS] += nr

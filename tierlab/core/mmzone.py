@@ -19,6 +19,7 @@ from ._jit import jit_inline
 
 from .params import NUMA_BALANCING_MEMORY_TIERING, P
 from .state import F2_CONTIG, WMARK_HIGH, WMARK_PROMO, folio_nr_pages
+from .tlb import current_cpu, migrc_flush_free_folios
 from .vmstat import Vm
 
 MAX_RECLAIM_RETRIES = 16   # mm/internal.h: kswapd failures before it gives up; direct reclaim rounds
@@ -61,7 +62,7 @@ def tiering_mode(p):
 def pgdat_balanced(s, p, nid):
     """kswapd's goal: free >= WMARK_PROMO in tiering mode (5.18+), else WMARK_HIGH."""
     mark = WMARK_PROMO if tiering_mode(p) else WMARK_HIGH
-    return s.pgdat[nid].free >= s.pgdat[nid].wmark[mark]
+    return zone_free_pages(s, nid) >= s.pgdat[nid].wmark[mark]
 
 
 @jit_inline
@@ -77,8 +78,27 @@ def wakeup_kswapd(s, p, nid, now):
 
 
 @jit_inline
+def zone_free_pages(s, nid):
+    """The free pages the watermark checks see (__zone_watermark_ok, zone_watermark_fast):
+    NR_FREE_PAGES plus, under MIGRC, the source folios it holds (tlb.py), which it frees on demand."""
+    return s.pgdat[nid].free + s.pgdat[nid].migrc_pending_nr
+
+
+@jit_inline
 def zone_watermark_ok(s, nid, nr, mark):
-    return s.pgdat[nid].free - nr >= s.pgdat[nid].wmark[mark]
+    return zone_free_pages(s, nid) - nr >= s.pgdat[nid].wmark[mark]
+
+
+@jit_inline
+def zone_alloc_ok(s, nid, nr, mark):
+    """get_page_from_freelist()'s check of one zone: its watermark, and under MIGRC, when that
+    fails in a zone holding source folios, migrc_flush_free_folios() and the check again."""
+    if zone_watermark_ok(s, nid, nr, mark):
+        return True
+    if s.pgdat[nid].migrc_pending_nr > 0:
+        migrc_flush_free_folios(s, current_cpu(s))
+        return zone_watermark_ok(s, nid, nr, mark)
+    return False
 
 
 @jit_inline
@@ -88,6 +108,10 @@ def take_pages(s, nid, head, nr):
     Frames on a node are handed out in allocation order, so a folio is physically adjacent to the
     previous one allocated on the node: F2_CONTIG records whether that previous one was page head-1
     (the model of destination locality that list_add vs list_add_tail changes)."""
+    if s.pgdat[nid].free < nr and s.pgdat[nid].migrc_pending_nr > 0:
+        # the watermark passed on MIGRC's held sources but the free lists are short: the
+        # allocation falls to the slow path, whose migrc pause flushes and frees them
+        migrc_flush_free_folios(s, current_cpu(s))
     s.pgdat[nid].free -= nr
     for i in range(nr):
         s.pages.node[head + i] = nid

@@ -18,8 +18,9 @@ from .locks import i_pages_lock
 from .lru import folio_add_lru, lru_add_drain_cpu, workingset_refault
 from .params import P
 from .profile import K, charge
-from .mmzone import MAX_RECLAIM_RETRIES, take_pages, wakeup_kswapd, zone_watermark_ok
+from .mmzone import MAX_RECLAIM_RETRIES, take_pages, wakeup_kswapd, zone_alloc_ok
 from .reclaim import direct_reclaim
+from .tlb import migrc_flush_free_folios
 from .state import (
     F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, MPOL_BIND, MPOL_INTERLEAVE,
     MPOL_PREFERRED, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN,
@@ -66,7 +67,7 @@ def get_page_from_freelist(s, cands, n, nr, mark):
     """First node of the zonelist whose free pages stay above `mark` after the allocation, or -1."""
     for i in range(n):
         nid = cands[i]
-        if zone_watermark_ok(s, nid, nr, mark):
+        if zone_alloc_ok(s, nid, nr, mark):
             return nid
     return -1
 
@@ -82,6 +83,7 @@ def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
     nid = -1
     cost = 0.0
     retries = 0
+    migrc_flush_free_folios(s, cpu)          # MIGRC's pause at high memory pressure
     while nid < 0 and retries < MAX_RECLAIM_RETRIES:
         if retries == 0:
             cost += lru_add_drain_cpu(s, p, cpu, clock)

@@ -39,7 +39,7 @@ from .migrate import batch_cost, migrate_misplaced_folio, migrate_misplaced_foli
 from .numa_balancing import numa_migrate_check
 from .params import P
 from .state import folio_nr_pages, list_add, list_add_tail, list_del, promo_sentinel
-from .tlb import MIGRATE_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, try_to_unmap_flush
+from .tlb import TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_defer, tlbbatch_add
 from .vmstat import Vm
 
 # enum PromoCap
@@ -97,9 +97,10 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
     cost = p[P.TASK_WORK_NS]
     dst = cpu_nid
     nr_folios = 0
-    # migrate_pages_batch's TLB batch: only a folio also mmap'd (accessible PTE) needs a flush
+    # migrate_pages_batch's TLB batch: only a folio also mmap'd (accessible PTE) needs a flush, and
+    # MIGRC may defer it (MR_NUMA_MISPLACED)
     sender = current_cpu(s)
-    batch = s.tlb_ubc[MIGRATE_BATCH]
+    batch = s.tlb_ubc[TLB_UBC]
     while s.pages.next[sent] != sent:
         x = s.pages.next[sent]
         list_del(s, x)
@@ -107,13 +108,16 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         src = s.pages.node[x]
         nr_folios += 1
         tlb_mm = folio_tlb_mm(s, x)
-        ok, c = migrate_misplaced_folio(s, p, x, dst, nr, clock + np.int64(cost))
+        keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)
+        ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, clock + np.int64(cost))
         cost += c
-        if ok:
+        if ok and keep:
+            migrc_defer(s, tlb_mm)
+        elif ok:
             tlbbatch_add(s, batch, tlb_mm, nr, sender)
         else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
-    try_to_unmap_flush(s, batch, sender)
+    migrc_batch_flush(s, batch, sender)
     cost += batch_cost(p, nr_folios)
     s.task[task].promo_count = 0
     return cost

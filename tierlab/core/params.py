@@ -43,6 +43,8 @@ KNOB_NAMES = (
     "lru_gen",                        # /sys/kernel/mm/lru_gen/enabled caps (mglru.py LRU_GEN_*)
     "min_ttl_ms",                     # /sys/kernel/mm/lru_gen/min_ttl_ms
     "pagecache_promotion_lru_gen",    # enum LruGenPromo (mglru.py): candidates under MGLRU
+    "migrc",                          # MIGRC series (tlb.py): off / on
+    "migration_entry_ad",             # bool: swap_migration_ad_supported (migration keeps PTE young/dirty)
 )
 # from the machine file: cost.py's loaded-latency curve; the online CPUs (sched.py's tunable scaling)
 MACHINE_NAMES = ("loaded_latency_c", "nr_cpus")

@@ -49,16 +49,17 @@ from .mglru import (
 from .blkdev import FILE_DEV, blk_submit
 from .migrate import batch_cost, move_isolated_folio
 from .mm import folio_unmapped_rss
-from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_watermark_ok
+from .mmzone import free_folio, pgdat_balanced, wakeup_kswapd, zone_alloc_ok, zone_watermark_ok
 from .params import P
 from .profile import K, charge
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_GEN_ANON, LRU_GEN_FILE,
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MIN_NR_GENS, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED,
-    PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
+    PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_LOW, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
 from .tlb import (
-    MIGRATE_BATCH, UNMAP_BATCH, current_cpu, folio_tlb_mm, tlbbatch_add, try_to_unmap_flush,
+    TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_defer,
+    migrc_flush_free_folios, tlbbatch_add,
 )
 from .vmstat import Vm
 
@@ -174,28 +175,30 @@ def reclaim_folio(s, p, nid, x, now):
 
 
 @jit
-def demote_folio(s, p, nid, x, now):
+def demote_folio(s, p, nid, x, keep_src, now):
     """Migrate one isolated folio to a lower tier (alloc_demote_folio: no direct reclaim, may wake
-    the target's kswapd, succeeds while the target stays above its MIN watermark). Tries the
-    preferred target, then any lower node. Returns (pages demoted, cost)."""
+    the target's kswapd, succeeds while the target stays above its MIN watermark; a failure passes
+    MIGRC's pause). Tries the preferred target, then any lower node. `keep_src`: MIGRC holds the
+    source (migrate.move_isolated_folio). Returns (pages demoted, cost)."""
     nr = folio_nr_pages(s, x)
     dst = next_demotion_node(s, nid)
     if dst < 0:
         return 0, 0.0
-    if not zone_watermark_ok(s, dst, nr, WMARK_MIN):
+    if not zone_alloc_ok(s, dst, nr, WMARK_MIN):
         wakeup_kswapd(s, p, dst, now)
         dst = -1
         for cand in range(s.pgdat.shape[0]):
-            if s.pgdat[cand].tier > s.pgdat[nid].tier and zone_watermark_ok(s, cand, nr, WMARK_MIN):
+            if s.pgdat[cand].tier > s.pgdat[nid].tier and zone_alloc_ok(s, cand, nr, WMARK_MIN):
                 dst = cand
                 break
         if dst < 0:
+            migrc_flush_free_folios(s, current_cpu(s))
             s.counters[nid, Vm.PGMIGRATE_FAIL] += nr
             return 0, 0.0
-    elif s.pgdat[dst].free - nr < s.pgdat[dst].wmark[1]:
+    elif not zone_watermark_ok(s, dst, nr, WMARK_LOW):
         wakeup_kswapd(s, p, dst, now)
     s.pages.flags[x] |= PG_ISOLATED
-    return nr, charge(s, K.MIGRATE_PAGES, move_isolated_folio(s, p, x, dst, now))
+    return nr, charge(s, K.MIGRATE_PAGES, move_isolated_folio(s, p, x, dst, keep_src, now))
 
 
 @jit_inline
@@ -236,10 +239,10 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
     reclaimed = 0
     demoted = 0
     nr_demote_folios = 0
-    # the TLB batches of try_to_unmap (evictions) and of migrate_pages_batch (demotion): tlb.py
+    # current->tlb_ubc (tlb.py): try_to_unmap's evictions fill it in the loop, and demote_folio_list's
+    # migrate_pages_batch after it, whose flush covers both; MIGRC may defer a demoted folio's flush
     sender = current_cpu(s)
-    unmap_batch = s.tlb_ubc[UNMAP_BATCH]
-    demote_batch = s.tlb_ubc[MIGRATE_BATCH]
+    batch = s.tlb_ubc[TLB_UBC]
     for i in range(n):
         x = scratch[i]
         nr = folio_nr_pages(s, x)
@@ -262,10 +265,14 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
         tlb_mm = folio_tlb_mm(s, x)          # before unmapping or migration changes the PTE
         if demote:
             # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
-            got, c = demote_folio(s, p, nid, x, now + np.int64(cost))
+            keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)
+            got, c = demote_folio(s, p, nid, x, keep, now + np.int64(cost))
             cost += c
             if got > 0:
-                tlbbatch_add(s, demote_batch, tlb_mm, nr, sender)
+                if keep:
+                    migrc_defer(s, tlb_mm)
+                else:
+                    tlbbatch_add(s, batch, tlb_mm, nr, sender)
                 demoted += got
                 reclaimed += got
                 nr_demote_folios += 1
@@ -273,7 +280,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
         got, c = reclaim_folio(s, p, nid, x, now + np.int64(cost))
         cost += c
         if got > 0:
-            tlbbatch_add(s, unmap_batch, tlb_mm, nr, sender)
+            tlbbatch_add(s, batch, tlb_mm, nr, sender)
         if got == 0:
             # anon without swap space: add_to_swap() fails and the folio is activated
             s.pages.flags[x] |= PG_ACTIVE
@@ -282,8 +289,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             putback += 1
             continue
         reclaimed += got
-    try_to_unmap_flush(s, unmap_batch, sender)
-    try_to_unmap_flush(s, demote_batch, sender)
+    migrc_batch_flush(s, batch, sender)
     cost += charge(s, K.MIGRATE_PAGES, batch_cost(p, nr_demote_folios))
     if putback > 0:                                                     # move_folios_to_lru, at the end
         cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, putback))), putback)

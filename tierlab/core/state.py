@@ -170,6 +170,8 @@ PGDAT_DTYPE = np.dtype([
     ("free", np.int64),              # NR_FREE_PAGES
     ("wmark", np.int64, (NR_WMARK,)),
     ("nr_isolated", np.int64),       # NR_ISOLATED_ANON + NR_ISOLATED_FILE
+    ("migrc_pending_nr", np.int64),  # MIGRC: source folios held until a TLB flush covers them (tlb.py)
+    ("migrc_batch_nr", np.int64),    # MIGRC: sources the migrate_pages_batch() in progress keeps
     ("tier", np.int64),              # memory tier rank, 0 = top tier (node_is_toptier)
     ("nr_cpus", np.int64),
     ("last_alloc", np.int64),        # last page allocated here (physical contiguity, take_pages)
@@ -396,7 +398,7 @@ class SimState(NamedTuple):
     samples: np.ndarray
     hintlog: np.ndarray
     prof: np.ndarray      # float64[T + N, NR_KSYMS]: ns per entity and kernel function (profile.py)
-    tlb_ubc: np.ndarray   # uint64[2, MM_CPUMASK_WORDS]: the CPUs of the pending unmap and migration TLB batches (tlb.py)
+    tlb_ubc: np.ndarray   # uint64[NR_TLB_UBC, MM_CPUMASK_WORDS]: the CPUs of the pending TLB batches (tlb.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -535,7 +537,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     samples=np.zeros((sample_rows, sample_cols), np.int64),
                     hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64),
                     prof=np.zeros((T + N, NR_KSYMS), np.float64),
-                    tlb_ubc=np.zeros((2, MM_CPUMASK_WORDS), np.uint64))
+                    tlb_ubc=np.zeros((3, MM_CPUMASK_WORDS), np.uint64))
 
 
 def copy_state(s: SimState) -> SimState:

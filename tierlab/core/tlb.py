@@ -4,8 +4,8 @@ nr_tlb_local_flush_all and nr_tlb_local_flush_one (vm_event_item.h, CONFIG_DEBUG
 Models arch/x86/mm/tlb.c and the unmap batch of mm/rmap.c:
 - flush_tlb_mm_range(): a range of more than tlb_single_page_flush_ceiling (33) pages is flushed
   whole. If mm_cpumask holds a CPU other than the sender, flush_tlb_multi() sends it (one
-  nr_tlb_remote_flush); flush_tlb_func() then runs on every CPU of the mask, and each one but the
-  sender counts nr_tlb_remote_flush_received. Otherwise only the sender flushes, if it runs the
+  nr_tlb_remote_flush); flush_tlb_func() then runs on every CPU of the mask that is not lazy
+  (below), and each one but the sender counts nr_tlb_remote_flush_received. Otherwise only the sender flushes, if it runs the
   mm. The sender's own flush counts nr_tlb_local_flush_all, or nr_tlb_local_flush_one per page of
   a partial flush.
 - The unmap batch (struct tlbflush_unmap_batch) that try_to_unmap()/try_to_migrate() fill with
@@ -16,30 +16,42 @@ Models arch/x86/mm/tlb.c and the unmap batch of mm/rmap.c:
   flush; ptep_clear_flush() skips it too). try_to_unmap_flush() (arch_tlbbatch_flush) flushes the
   batch's CPUs whole: flush_tlb_multi() if any is not the sender, else a local flush.
 
-Who flushes where: reclaim's evictions (one batch, flushed at the end of shrink_folio_list) and
-migrate_pages_batch() (demotion, the page-cache promotion RFC's batch: one flush per batch)
-in reclaim.py / pagecache_promotion.py; munmap and exit (tlb_flush_mmu) in mm.py; the NUMA scanner's
-change_prot_numa() (tlb_finish_mmu over the range of changed PTEs) in numa_balancing.py. A hint
+Who flushes where: shrink_folio_list's evictions and its demote_folio_list's migrate_pages_batch()
+share current->tlb_ubc, flushed once at the end (reclaim.py); the page-cache promotion RFC's
+batch flushes once per batch (pagecache_promotion.py); MIGRC defers what it can in both (below);
+munmap and exit (tlb_flush_mmu) in mm.py; the NUMA scanner's change_prot_numa() (tlb_finish_mmu
+over the range of changed PTEs) in numa_balancing.py. A hint
 fault's promotion flushes nothing: do_numa_page() migrates with the PTE still PROT_NONE, and a
 model page has one mapping.
 
-Simplifications: mm_cpumask holds every CPU that ever ran the mm (x86 drops a CPU lazily, at a
-flush it no longer needs); there is no lazy-TLB filtering (tlb_is_not_lazy) and no per-CPU TLB
-generation, so every other CPU of the mask receives each flush (the kernel counts the receipt
-before it checks whether there is anything to do); exit_mmap's flushes (fullmm) are the exiting
-CPU's local flush only, as mm.py costs them. The costs of flushes stay where they were (mm.py's
-tlb_flush_ns and tlb_ipi_ns, migrate_batch_ns): the counters do not move the clock yet.
+Lazy TLB (6.7's x86): a CPU running a kernel thread (kswapd) or idle keeps the last user mm loaded
+lazily; flush_tlb_multi() skips it (tlb_is_not_lazy) and, as a sender, it flushes nothing of its
+own. So kswapd's shootdowns count one remote flush, a receipt per other CPU running a task, and
+no local flush (the seed 004 guest: 45.2 M received for 3.03 M sent, 14.9 per flush on 16 CPUs).
+
+Simplifications: mm_cpumask holds every CPU that ever ran the mm (x86 6.7 clears a CPU when it
+switches to another mm, so a CPU now running another process is still sent the flush here);
+freed page tables (which make x86 send to lazy CPUs too) are not tracked, so munmap's flushes
+skip lazy CPUs as well; there is no per-CPU TLB generation, so every non-lazy CPU of the mask
+receives each flush (the kernel counts the receipt before it checks whether there is anything to
+do); exit_mmap's flushes (fullmm) are the exiting CPU's local flush only, as mm.py costs them. The
+costs of flushes stay where they were (mm.py's tlb_flush_ns and tlb_ipi_ns, migrate_batch_ns): the
+counters do not move the clock yet. The flush paths that run per batch, not per access, are
+compiled out of line (`jit`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit_inline
-from .state import F2_MAPPED, MM_CPUMASK_WORDS, NO_MM, PG_PROTNONE, region_of
+from ._jit import jit, jit_inline
+from .params import P
+from .state import F2_MAPPED, F2_PTE_WRITE, MM_CPUMASK_WORDS, NO_MM, PG_DIRTY, PG_PROTNONE, region_of
 from .vmstat import Vm
 
 TLB_SINGLE_PAGE_FLUSH_CEILING = 33   # arch/x86/mm/tlb.c tlb_single_page_flush_ceiling (debugfs)
 FLUSH_ALL = 0                        # nr_pages for a whole-TLB flush (TLB_FLUSH_ALL)
+MIGRC_OFF = 0                        # the `migrc` knob
+MIGRC_ON = 1
 
 
 @jit_inline
@@ -70,11 +82,37 @@ def has_other_cpu(mask, cpu):
 
 
 @jit_inline
-def flush_tlb_mask(s, mask, sender, nr_pages, local_runs_mm):
+def cpu_is_lazy(s, cpu):
+    """cpu_tlbstate_shared.is_lazy: the CPU runs no user task -- it runs a kernel thread (kswapd)
+    or is idle -- and keeps the last user mm loaded lazily (enter_lazy_tlb). Idle means no task
+    of the CPU is alive and started: a task whose part of the current chunk is done is off the
+    runqueue (curr -1) only because the engine waits for the workload's next chunk, not because it
+    sleeps (its CPU's clock is ahead of the flush, and it was running then)."""
+    curr = s.cpu[cpu].curr
+    nt = s.task.shape[0]
+    if curr >= nt:
+        return True
+    if curr >= 0:
+        return False
+    t = s.cpu[cpu].first_task
+    while t >= 0:
+        if not s.task[t].dead and s.task[t].start <= s.cpu[cpu].clock:
+            return False
+        t = s.task[t].next_on_cpu
+    return True
+
+
+@jit
+def flush_tlb_mask(s, mask, sender, nr_pages, local_in_mask):
     """One flush of the CPUs in `mask` from `sender`: nr_pages pages, or FLUSH_ALL. Counts it as
-    flush_tlb_multi()/flush_tlb_func() do; `local_runs_mm`: without another CPU to send to, the
-    sender flushes only if it runs the mm. Returns the number of other CPUs flushed."""
+    native_flush_tlb_multi()/flush_tlb_func() do: with another CPU in the mask, one
+    nr_tlb_remote_flush, then flush_tlb_func() on every CPU of the mask that is not lazy
+    (on_each_cpu_cond_mask with tlb_is_not_lazy), each other one counting
+    nr_tlb_remote_flush_received; without one, the sender's flush alone if `local_in_mask`. A lazy
+    sender (kswapd) switches to init_mm instead of flushing and counts nothing. Returns the number
+    of other CPUs flushed."""
     others = 0
+    local = local_in_mask
     if has_other_cpu(mask, sender):
         s.counters[s.cpu[sender].node, Vm.NR_TLB_REMOTE_FLUSH] += 1
         for w in range(MM_CPUMASK_WORDS):
@@ -84,13 +122,11 @@ def flush_tlb_mask(s, mask, sender, nr_pages, local_runs_mm):
                 b = np.int64(np.log2(np.float64(x & (~x + np.uint64(1)))))
                 x &= x - np.uint64(1)
                 c = w * 64 + b
-                if c != sender:
+                if c != sender and not cpu_is_lazy(s, c):
                     s.counters[s.cpu[c].node, Vm.NR_TLB_REMOTE_FLUSH_RECEIVED] += 1
                     others += 1
         local = cpu_in_mask(mask, sender)
-    else:
-        local = local_runs_mm
-    if local:
+    if local and not cpu_is_lazy(s, sender):
         local_flush(s, sender, nr_pages)
     return others
 
@@ -115,11 +151,13 @@ def flush_tlb_mm_range(s, mm, sender, nr_pages):
     return flush_tlb_mask(s, mask, sender, nr_pages, cpu_in_mask(mask, sender))
 
 
-# Rows of SimState.tlb_ubc, the pending batches (the CPUs to flush, mm_cpumask words). The kernel
-# keeps one per task (current->tlb_ubc); every batch here is filled and flushed (emptied) within
-# one call, so one per kind is enough and each is empty between calls.
-UNMAP_BATCH = 0     # try_to_unmap()'s batch (reclaim's evictions)
-MIGRATE_BATCH = 1   # migrate_pages_batch()'s (demotion, promotion batches)
+# Rows of SimState.tlb_ubc (mm_cpumask words: the CPUs each pending batch must flush).
+TLB_UBC = 0            # current->tlb_ubc: try_to_unmap()'s and try_to_migrate()'s batch. The kernel keeps
+                       # one per task; every caller here fills it and flushes it within one call, so one
+                       # row serves all, and it is empty between calls
+MIGRC_UBC = 1          # MIGRC's migrc_ubc: the CPUs that may still cache the PTEs of held source folios
+MIGRC_PENDING_UBC = 2  # migrate_pages_batch()'s pending_ubc: the read-only batch of the folios it defers
+NR_TLB_UBC = 3
 
 
 @jit_inline
@@ -133,15 +171,22 @@ def folio_tlb_mm(s, head):
 
 
 @jit_inline
+def should_defer_flush(s, mm, sender):
+    """should_defer_flush() with TTU_BATCH_FLUSH: x86 defers only when the mm ran on a CPU other
+    than the sender (arch_tlbbatch_should_defer)."""
+    return has_other_cpu(s.mm[mm].cpumask, sender)
+
+
+@jit_inline
 def tlbbatch_add(s, batch, mm, nr, sender):
     """The TLB side of unmapping a folio of nr pages that `mm` maps accessibly (folio_tlb_mm), from
-    CPU `sender` with TTU_BATCH_FLUSH: the mm's CPUs join the batch when it ran on another CPU
-    (should_defer_flush, set_tlb_ubc_flush_pending); otherwise each PTE is flushed at once
-    (ptep_clear_flush: a one-page flush_tlb_mm_range)."""
+    CPU `sender` with TTU_BATCH_FLUSH: the mm's CPUs join the batch when the flush can be deferred
+    (set_tlb_ubc_flush_pending); otherwise each PTE is flushed at once (ptep_clear_flush: a
+    one-page flush_tlb_mm_range)."""
     if mm == NO_MM:
         return
     mask = s.mm[mm].cpumask
-    if has_other_cpu(mask, sender):
+    if should_defer_flush(s, mm, sender):
         for w in range(MM_CPUMASK_WORDS):
             batch[w] |= mask[w]
     else:
@@ -151,10 +196,141 @@ def tlbbatch_add(s, batch, mm, nr, sender):
 
 
 @jit_inline
+def batch_empty(batch):
+    for w in range(MM_CPUMASK_WORDS):
+        if batch[w]:
+            return False
+    return True
+
+
+@jit
 def try_to_unmap_flush(s, batch, sender):
-    """try_to_unmap_flush(): one whole flush of the batch's CPUs (arch_tlbbatch_flush), if any
-    (an empty batch sends nothing); the batch is emptied. Returns the number of other CPUs flushed."""
+    """try_to_unmap_flush(): if the batch holds CPUs (flush_required), one whole flush of them
+    (arch_tlbbatch_flush), MIGRC's check of what that flush covered (migrc_flush_end), and the batch
+    is emptied. Returns the number of other CPUs flushed."""
+    if batch_empty(batch):
+        return 0
     others = flush_tlb_mask(s, batch, sender, FLUSH_ALL, cpu_in_mask(batch, sender))
+    migrc_flush_end(s, batch)
     for w in range(MM_CPUMASK_WORDS):
         batch[w] = 0
+    return others
+
+
+# ---- MIGRC ("Migration Read Copy", Byungchul Park, v8, 2024-02-19; not merged) -----------------
+# Models the series' mm/rmap.c, mm/migrate.c and mm/page_alloc.c parts:
+# - set_tlb_ubc_flush_pending() puts an accessible PTE that is neither writable nor dirty in the
+#   read-only batch (tlb_ubc_ro) instead of tlb_ubc; any writable or dirty PTE of the folio makes
+#   it ineligible (can_migrc_fail). migrate_pages_batch() (MR_DEMOTION and MR_NUMA_MISPLACED only,
+#   small folios only, unless paused) defers a folio whose every mapping went to the read-only
+#   batch and needed a flush (can_migrc_test): its CPUs go to the batch's pending_ubc, the folio is
+#   copied and remapped, and its source is kept (migrc_keep_folio: a reference held, counted in the
+#   zone's migrc_pending_nr) -- no shootdown for it. At the end of the batch pending_ubc joins the
+#   global migrc_ubc (migrc_add_pending_ubc) before the batch's own flush, and the kept sources
+#   join the global list after it (migrc_add_pending_folios).
+# - Release: every try_to_unmap_flush() that sends a flush removes the CPUs it flushed from
+#   migrc_ubc; when none is left, every held source is freed (migrc_flush_end, straight to the
+#   buddy). migrc_flush_free_folios() folds migrc_ubc into the caller's batch, flushes and frees
+#   them all: do_wp_page() calls it for every write-protect fault on a folio (the giving up on a
+#   writable mapping), get_page_from_freelist() when a zone with held sources fails its watermark,
+#   and __alloc_pages_slowpath() on entering direct-reclaim territory (the pause patch, 8/8).
+# - The watermark checks count held sources as free (__zone_watermark_ok, zone_watermark_fast):
+#   mmzone.zone_free_pages().
+# Simplified: the held sources are per-node counts, not a list of folios (they are freed all at
+# once, so only their number per node matters here); migrc_flushing and migrc_lock (concurrent
+# unmappers giving up while a flush is in progress) do not arise in a model that runs one CPU's
+# work at a time; the pause lasts one allocation here, so it only flushes and frees.
+
+@jit_inline
+def migrc_enabled(s, p):
+    return p[P.MIGRC] != MIGRC_OFF
+
+
+@jit_inline
+def migrc_can_defer(s, p, head, mm, nr, sender):
+    """can_migrc_test() for a folio migrate_pages_batch() is about to unmap (the caller is a
+    demotion or a NUMA-misplaced migration): migrc on, a small folio, mapped by an accessible PTE
+    (mm from folio_tlb_mm) that is read-only and clean, whose flush would be deferred (otherwise
+    ptep_clear_flush flushes it at once and the read-only batch stays empty)."""
+    if not migrc_enabled(s, p) or nr != 1 or mm == NO_MM:
+        return False
+    if (s.pages.flags2[head] & F2_PTE_WRITE) or (s.pages.flags[head] & PG_DIRTY):
+        return False
+    return should_defer_flush(s, mm, sender)
+
+
+@jit_inline
+def migrc_defer(s, mm):
+    """The deferred folio's CPUs join the batch's pending_ubc (fold_ubc(&pending_ubc, tlb_ubc_ro))."""
+    pend = s.tlb_ubc[MIGRC_PENDING_UBC]
+    mask = s.mm[mm].cpumask
+    for w in range(MM_CPUMASK_WORDS):
+        pend[w] |= mask[w]
+
+
+@jit
+def migrc_batch_flush(s, batch, sender):
+    """The end of migrate_pages_batch()'s unmap phase under MIGRC: pending_ubc joins migrc_ubc
+    (migrc_add_pending_ubc, before the flush), the normal batch is flushed (try_to_unmap_flush),
+    then the sources this batch kept join the held ones (migrc_add_pending_folios). Without
+    deferred folios this is try_to_unmap_flush(). Returns the number of other CPUs flushed."""
+    pend = s.tlb_ubc[MIGRC_PENDING_UBC]
+    ubc = s.tlb_ubc[MIGRC_UBC]
+    for w in range(MM_CPUMASK_WORDS):
+        ubc[w] |= pend[w]
+        pend[w] = 0
+    others = try_to_unmap_flush(s, batch, sender)
+    for nid in range(s.pgdat.shape[0]):
+        s.pgdat[nid].migrc_pending_nr += s.pgdat[nid].migrc_batch_nr
+        s.pgdat[nid].migrc_batch_nr = 0
+    return others
+
+
+@jit_inline
+def migrc_release(s):
+    """Free every held source folio (migrc_release_folio: folio_put_small_nopcp, to the buddy)."""
+    for nid in range(s.pgdat.shape[0]):
+        nr = s.pgdat[nid].migrc_pending_nr
+        if nr:
+            s.pgdat[nid].free += nr
+            s.counters[nid, Vm.PGFREE] += nr
+            s.pgdat[nid].migrc_pending_nr = 0
+
+
+@jit_inline
+def migrc_flush_end(s, flushed):
+    """migrc_flush_end(): the flush of `flushed` covers those CPUs of migrc_ubc
+    (arch_tlbbatch_done); once none is left, the held sources are freed."""
+    ubc = s.tlb_ubc[MIGRC_UBC]
+    left = False
+    for w in range(MM_CPUMASK_WORDS):
+        ubc[w] &= ~flushed[w]
+        if ubc[w]:
+            left = True
+    if not left:
+        migrc_release(s)
+
+
+@jit_inline
+def migrc_pending(s):
+    """Source folios held, on every node."""
+    n = 0
+    for nid in range(s.pgdat.shape[0]):
+        n += s.pgdat[nid].migrc_pending_nr
+    return n
+
+
+@jit
+def migrc_flush_free_folios(s, sender):
+    """migrc_flush_free_folios(): migrc_ubc folded into the caller's batch, flushed now
+    (try_to_unmap_flush), and every held source freed. Returns the number of other CPUs flushed."""
+    if migrc_pending(s) == 0 and batch_empty(s.tlb_ubc[MIGRC_UBC]):
+        return 0
+    batch = s.tlb_ubc[TLB_UBC]
+    ubc = s.tlb_ubc[MIGRC_UBC]
+    for w in range(MM_CPUMASK_WORDS):
+        batch[w] |= ubc[w]
+        ubc[w] = 0
+    others = try_to_unmap_flush(s, batch, sender)
+    migrc_release(s)
     return others

@@ -88,5 +88,6 @@ NODE_GAUGE_NAMES = (
     "nr_inactive_file",
     "nr_active_file",
     "nr_isolated",
+    "migrc_pending_nr",     # MIGRC's held source folios (zone->migrc_pending_nr of the series; tlb.py)
 )
 NR_NODE_GAUGES = len(NODE_GAUGE_NAMES)

@@ -12,10 +12,11 @@ from .hot_chunks import HotChunks
 from .memtier import Memtier
 from .random_read import RandomRead
 from .trace import TraceWorkload
+from .xsbench import XSBench
 
 WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (FileRead, Fio, RandomRead, AnonPressure,
                                                               HotChunks, TraceWorkload, Memtier, AnonBuild,
-                                                              AnonBrowser)}
+                                                              AnonBrowser, XSBench)}
 
 
 def register(cls: type[Workload]) -> type[Workload]:

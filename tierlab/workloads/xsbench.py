@@ -1,0 +1,243 @@
+"""`xsbench`: XSBench's history-based cross-section lookups (seed 004's benchmark).
+
+XSBench (ANL CESAR, github.com/ANL-CESAR/XSBench, openmp-threading) is the proxy app of OpenMC's
+macroscopic cross-section lookup. Read from its GridInit.c, Simulation.c, Materials.c and io.c
+(the structure and the published constants are used here, no code):
+
+- Memory (the default unionized grid), allocated and written once by the main thread before the
+  OpenMP region, in order:
+  the nuclide grids (n_isotopes x n_gridpoints points of 6 doubles, 48 bytes: each isotope's grid
+  sorted by energy), the unionized energy array (n_isotopes x n_gridpoints doubles, sorted) and
+  the index grid (one int per unionized energy and isotope: n_isotopes^2 x n_gridpoints x 4 bytes,
+  5.7 GB of the "large" problem's 5.9 GB). Every page is written, so every PTE starts dirty.
+- `-s large` (the default): 355 isotopes, 11303 grid points per isotope; `small`: 68 isotopes.
+- The lookup loop (history-based, the default `-m history`; OpenMP threads take particles 100 at a
+  time): per particle `-l` = 34 lookups, each at a random energy in a random material (material
+  probabilities from pick_mat: fuel 0.140, cladding 0.052, cold water 0.275, hot water 0.134, RPV
+  0.154, reflectors and plates 0.064/0.066/0.055, nozzles 0.008/0.015, assembly ends
+  0.025/0.013). A lookup binary-searches the unionized energy array, reads the index grid's row
+  for that energy, and for each nuclide of the material (321 in large fuel, 5/4/4/27/21x5/9/9 in
+  the others) reads that nuclide's two bracketing grid points and accumulates into a 5-double
+  vector on the thread's stack.
+- Materials (Materials.c): large fuel is the 34 small-problem fuel nuclides plus isotopes
+  68..354, which appear in no other material; every other material draws from isotopes 0..67. The
+  particular ids below 68 are drawn here once with a fixed seed (the benchmark hard-codes them; what
+  matters to memory is which isotopes are shared, and that structure is kept).
+
+The access stream, per lookup: one load per binary-search step in the energy array (the first
+steps hit the same few pages for every lookup), one per page of the index-grid row (1-2), one per
+nuclide for its bracketing pair of grid points (two adjacent 48-byte entries: one access), one
+store to the thread's stack page. Energies are uniform, so the search target in a sorted array of
+uniform values is index ~ energy x length, and a nuclide's bracketing point likewise.
+
+--scale F divides n_gridpoints and `particles` by F (the isotopes and so the structure of the
+materials stay): the grids are F times smaller and the run F times shorter, with the same accesses
+per page per unit of the kernel's (scaled) clock. `particles` defaults to the seed's -p 100000000;
+reproductions run a fraction of it (a shorter run at the same rates). The threads are one process
+(`threads`, 16 in the seed); `cpunodebind` places them.
+
+The initialisation is written by all threads, a slice of each grid each, grid after grid: the
+model's threads run from time 0 and have no barrier to wait at, and a main thread writing alone
+while the others ran their lookups would put lookups before the data exists. First-touch places
+the pages the same way (every thread on node 0; node 0 fills in allocation order, the rest spills
+to node 1), only sooner.
+
+MARKs: every task after its slice of the initialisation and after its last lookup; the lookup
+phase runs from the last initialisation MARK to the last MARK.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from ..core.ops import OP_LOAD, OP_MARK, OP_STORE
+from ..errors import ConfigError
+from ..units import PAGE_SIZE
+from .base import CHUNK_ACCESSES, Chunk, Process, Region, Workload, choice_param, int_param, nodes_param
+
+SIZES = {"large": (355, 11303), "small": (68, 11303)}     # io.c: n_isotopes, n_gridpoints
+FUEL_SMALL = 34                                          # Materials.c: small fuel nuclides
+NUM_NUCS = (None, 5, 4, 4, 27, 21, 21, 21, 21, 21, 9, 9)   # materials 1..11; fuel by size
+MAT_DIST = np.array([0.140, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.008, 0.015, 0.025, 0.013])
+POINT_BYTES = 48                                         # NuclideGridPoint: 6 doubles
+
+
+class XSBench(Workload):
+    name = "xsbench"
+    description = ("seed 004's benchmark: XSBench's history-based cross-section lookups over large read-only "
+                   "grids written once, from many threads")
+    params = {
+        "size": choice_param("large", tuple(SIZES), "problem size (-s): isotopes and grid points"),
+        "gridpoints": int_param(0, "grid points per isotope (-g; 0: the size's, 11303)", lo=0, hi=1 << 24),
+        "particles": int_param(100_000_000, "particle histories (-p), divided by --scale", lo=1),
+        "lookups": int_param(34, "lookups per particle (-l)", lo=1, hi=1 << 20),
+        "threads": int_param(16, "OpenMP threads (-t)", lo=1, hi=4096),
+        "cpunodebind": nodes_param("", "run the threads on these nodes' CPUs, e.g. 0"),
+    }
+    access_params = ("particles", "lookups")
+
+    def validate(self):
+        if self.nr_particles < self.threads:
+            raise ConfigError(f"particles: {self.particles} / scale {self.scale:g} leaves fewer particles than "
+                              f"threads ({self.threads}); accepted: particles >= threads x scale")
+        if self.n_gridpoints < 2:
+            raise ConfigError("gridpoints: fewer than 2 grid points per isotope at this scale; accepted: "
+                              "gridpoints / scale >= 2")
+
+    # --- geometry ------------------------------------------------------------------------------
+    @property
+    def n_isotopes(self) -> int:
+        return SIZES[self.size][0]
+
+    @property
+    def n_gridpoints(self) -> int:
+        return max(1, round((self.gridpoints or SIZES[self.size][1]) / self.scale))
+
+    @property
+    def nr_particles(self) -> int:
+        return max(1, round(self.particles / self.scale))
+
+    @property
+    def nr_tasks(self) -> int:
+        return self.threads
+
+    @property
+    def n_union(self) -> int:
+        return self.n_isotopes * self.n_gridpoints
+
+    def _pages(self, nbytes: int) -> int:
+        return max(1, -(-nbytes // PAGE_SIZE))
+
+    def regions(self) -> list[Region]:
+        return [Region("nuclide_grid", "anon", self._pages(self.n_union * POINT_BYTES)),
+                Region("energy_grid", "anon", self._pages(self.n_union * 8)),
+                Region("index_grid", "anon", self._pages(self.n_union * self.n_isotopes * 4)),
+                Region("stacks", "anon", self.threads)]
+
+    def processes(self) -> list[Process]:
+        return [Process("xsbench", threads=self.threads, vmas=tuple(r.name for r in self.regions()),
+                        cpunodebind=self.cpunodebind)]
+
+    def materials(self) -> list[np.ndarray]:
+        """Nuclide ids of the 12 materials (see the module docstring)."""
+        rng = np.random.default_rng(12)
+        small = self.n_isotopes == SIZES["small"][0]
+        fuel = rng.choice(68, FUEL_SMALL, replace=False)
+        if not small:
+            fuel = np.concatenate([fuel, np.arange(68, self.n_isotopes)])
+        return [np.sort(fuel)] + [np.sort(rng.choice(68, n, replace=False)) for n in NUM_NUCS[1:]]
+
+    def nr_marks(self) -> int:
+        return 2
+
+    def _split(self) -> np.ndarray:
+        """Particles per thread (schedule(dynamic, 100) hands them out evenly to equal threads)."""
+        n, t = self.nr_particles, self.threads
+        return np.full(t, n // t, np.int64) + (np.arange(t) < n % t)
+
+    def _init_pages(self) -> int:
+        return sum(r.pages for r in self.regions()[:3])
+
+    def _lookup_cost(self) -> float:
+        """Mean accesses of one lookup (for chunk sizing and progress)."""
+        mats = self.materials()
+        nucs = float(MAT_DIST @ np.array([len(m) for m in mats]) / MAT_DIST.sum())
+        return np.ceil(np.log2(max(2, self.n_union))) + 1.5 + nucs + 1
+
+    def nr_accesses(self) -> int:
+        # the binary search's steps vary by one or two with the target: an estimate, for progress
+        return int(self._init_pages() + self.nr_particles * self.lookups * self._lookup_cost())
+
+    # --- the stream ----------------------------------------------------------------------------
+    def chunks(self, seed: int) -> Iterator[Chunk]:
+        regs = self.regions()
+        base = np.cumsum([0] + [r.pages for r in regs])
+        T = self.threads
+        # initialisation: the three grids written once, grid after grid, each split evenly
+        # among the threads (see the module docstring: the model's threads cannot wait at the
+        # parallel region's start, so the main thread's serial writes are spread over all of them)
+        for g in range(3):
+            lo_g, hi_g = int(base[g]), int(base[g + 1])
+            for lo in range(lo_g, hi_g, CHUNK_ACCESSES):
+                hi = min(hi_g, lo + CHUNK_ACCESSES)
+                cuts = lo + (np.arange(T + 1) * (hi - lo)) // T
+                ops = np.full(hi - lo, OP_STORE, np.uint8)
+                if g == 2 and hi == hi_g:
+                    ends = cuts[1:] - lo - 1
+                    ops[ends[cuts[1:] > cuts[:-1]]] |= OP_MARK
+                yield Chunk((cuts - lo).astype(np.int64), np.arange(lo, hi, dtype=np.int64), ops)
+        mats = self.materials()
+        mat_len = np.array([len(m) for m in mats])
+        mat_tab = np.zeros((len(mats), mat_len.max()), np.int64)
+        for i, m in enumerate(mats):
+            mat_tab[i, :len(m)] = m
+        cum = np.cumsum(MAT_DIST)
+        per_thread = self._split() * self.lookups
+        done = np.zeros(T, np.int64)
+        per_chunk = max(1, int(CHUNK_ACCESSES / (T * self._lookup_cost())))
+        rngs = [np.random.default_rng([seed, 4, t]) for t in range(T)]
+        while (done < per_thread).any():
+            parts = []
+            for t in range(T):
+                k = int(min(per_chunk, per_thread[t] - done[t]))
+                pages = self._lookups(rngs[t], k, cum, mat_tab, mat_len, base, t) if k else np.zeros(0, np.int64)
+                ops = np.full(pages.shape[0], OP_LOAD, np.uint8)
+                if k:
+                    ops[self._store_at] = OP_STORE
+                    done[t] += k
+                    if done[t] == per_thread[t]:
+                        ops[-1] |= OP_MARK
+                parts.append((pages, ops))
+            offsets = np.zeros(T + 1, np.int64)
+            offsets[1:] = np.cumsum([p.shape[0] for p, _ in parts])
+            yield Chunk(offsets, np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]))
+
+    def _lookups(self, rng, k, cum, mat_tab, mat_len, base, t) -> np.ndarray:
+        """The pages k lookups of thread t touch, in order (also sets self._store_at, the positions of
+        the stack stores)."""
+        n_iso, n_gp, N = self.n_isotopes, self.n_gridpoints, self.n_union
+        energy = rng.random(k)
+        mat = np.minimum(np.searchsorted(cum, rng.random(k) * cum[-1], side="right"), len(cum) - 1)
+        # the binary search over the sorted unionized energies: one load per step
+        target = np.minimum((energy * N).astype(np.int64), N - 1)
+        lo, hi = np.zeros(k, np.int64), np.full(k, N - 1, np.int64)
+        steps = []
+        while True:
+            live = hi - lo > 1
+            if not live.any():
+                break
+            mid = (lo + hi) // 2
+            steps.append(np.where(live, base[1] + mid * 8 // PAGE_SIZE, -1))
+            right = live & (mid <= target)
+            lo = np.where(right, mid, lo)
+            hi = np.where(live & ~right, mid, hi)
+        search = np.stack(steps, axis=1) if steps else np.zeros((k, 0), np.int64)
+        # the index grid's row for that energy: its first and (if another) last page
+        row0 = (target * n_iso * 4) // PAGE_SIZE
+        row1 = ((target * n_iso + n_iso - 1) * 4) // PAGE_SIZE
+        index = np.stack([base[2] + row0, np.where(row1 != row0, base[2] + row1, -1)], axis=1)
+        # each nuclide's bracketing pair of grid points
+        width = mat_tab.shape[1]
+        nucs = mat_tab[mat]                                             # k x width
+        valid = np.arange(width)[None, :] < mat_len[mat][:, None]
+        low = np.minimum((energy * n_gp).astype(np.int64), n_gp - 2)[:, None]
+        points = np.where(valid, base[0] + ((nucs * n_gp + low) * POINT_BYTES) // PAGE_SIZE, -1)
+        stack = np.full((k, 1), base[3] + t, np.int64)
+        grid = np.concatenate([search, index, points, stack], axis=1)
+        keep = grid >= 0
+        pages = grid[keep]
+        # the stack store ends each lookup
+        self._store_at = np.cumsum(keep.sum(axis=1)) - 1
+        return pages.astype(np.int64)
+
+    def summary(self, result, phase_start_ns: int) -> dict:
+        """init_s: the initialisation's end (the last thread's first MARK); lookup_s: from there to
+        the last thread's last MARK; lookups."""
+        m = result.marks_s
+        if len(m) < 2 * self.threads:
+            return {}
+        first = m.groupby("task").time_s.min()
+        init = float(first.max())
+        return {"init_s": init, "lookup_s": float(m.time_s.max()) - init,
+                "lookups": int(self.nr_particles * self.lookups)}
