@@ -1,0 +1,65 @@
+"""The seed 004 (MIGRC on XSBench) reproduction at a short length: the table's shape and roles, the
+calibration of the before column's run time, the before column's shootdowns (kswapd's demotion
+batches reaching the 15 other CPUs), MIGRC's headline (most shootdowns gone), that nothing is
+deferred when migrated PTEs stay dirty, and that two run lengths give the same changes. Tolerances
+are what the model meets here; the misses (local full flushes, migrations, run time) are the
+reproduction's findings, not tested as agreement."""
+import pytest
+
+from tierlab.machine import Machine
+from tierlab.reproduce import COLUMNS, published, run_reproduction
+from tierlab.reproduce.hint_fault import with_loads_in_flight
+from tierlab.reproduce.migrc_xsbench import E, run_column
+
+FRACTION = 0.02
+
+
+@pytest.fixture(scope="module")
+def table():
+    return run_reproduction("migrc-xsbench", scale=64, jobs=1, fraction=FRACTION)
+
+
+def _col(df, col):
+    d = df[df.experiment == f"{E}-{col}"].set_index("metric")
+    return d.simulated, d.published
+
+
+def test_published_rows_have_sources_and_both_columns():
+    pub = published("migrc_xsbench.csv")
+    assert pub.source.notna().all() and all("seed 004" in x for x in pub.source)
+    assert set(pub[pub.experiment == f"{E}-before"].metric) == set(pub[pub.experiment == f"{E}-after"].metric)
+
+
+def test_table_shape_roles_and_calibration(table):
+    assert list(table.columns) == COLUMNS
+    cal = table[table.role == "calibrated"]
+    assert list(cal.metric) == ["time_elapsed_s"] and (cal.experiment == f"{E}-before").all()
+    assert abs(float(cal.rel_error.iloc[0])) < 0.02
+    # the perf events need per-CPU TLBs the model does not have yet: left out, not guessed
+    assert not table.metric.str.contains("itlb|dtlb|stlb|TLB-").any()
+
+
+def test_before_column_shootdowns(table):
+    sim, pub = _col(table, "before")
+    assert sim["nr_tlb_remote_flush"] == pytest.approx(pub["nr_tlb_remote_flush"], rel=0.3)
+    # kswapd (lazy) sends, the 15 CPUs running XSBench threads receive: the seed's 14.9
+    assert 13.5 < sim["nr_tlb_remote_flush_received"] / sim["nr_tlb_remote_flush"] <= 15
+    assert sim["nr_tlb_local_flush_all"] < 0.15 * sim["nr_tlb_remote_flush"]
+    assert sim["pgmigrate_success"] == pytest.approx(pub["pgmigrate_success"], rel=0.4)
+
+
+def test_migrc_removes_most_shootdowns_only_with_clean_migrated_ptes(table):
+    ch, pub = _col(table, "change")
+    assert ch["nr_tlb_remote_flush"] < -0.6 and pub["nr_tlb_remote_flush"] < -0.9
+    assert ch["nr_tlb_remote_flush_received"] == pytest.approx(ch["nr_tlb_remote_flush"], abs=0.05)
+    # with migration entries keeping the dirty bit every grid page stays dirty: nothing to defer
+    assert table.attrs["ad_supported_change_nr_tlb_remote_flush"] == 0
+    assert table.attrs["migrc_pending_max_pages"] > 0
+
+
+def test_changes_hold_at_twice_the_length(table):
+    m = with_loads_in_flight(Machine.load("qemu-2node"), table.attrs["loads_in_flight_k"])
+    b, a = run_column(m, 64, 2 * FRACTION, False), run_column(m, 64, 2 * FRACTION, True)
+    ch, _ = _col(table, "change")
+    assert a["nr_tlb_remote_flush"] / b["nr_tlb_remote_flush"] - 1 == pytest.approx(ch["nr_tlb_remote_flush"], abs=0.06)
+    assert b["time_elapsed_s"] == pytest.approx(_col(table, "before")[0]["time_elapsed_s"], rel=0.05)
