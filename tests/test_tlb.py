@@ -313,3 +313,24 @@ def test_migrc_removes_the_shootdowns_of_demoting_a_read_only_mapped_file():
     assert m["nr_tlb_remote_flush"] < b["nr_tlb_remote_flush"] / 4
     assert m["pgdemote_kswapd"] > 0.5 * b["pgdemote_kswapd"]
     assert (base.nodes.migrc_pending_nr == 0).all()
+
+
+def test_migrc_write_protect_fault_gives_up_before_the_pte_becomes_writable():
+    """do_wp_page(): the folio may be a held source's copy, so every deferred flush is sent and
+    every held source freed before any PTE turns writable (no stale read-only TLB entry can then
+    see an old copy while the new one is written)."""
+    from tierlab.core.memory import do_wp_page
+    sim = _sim(migrc="on")
+    s, p = sim.state, sim.p
+    _set_mask(s, (0, 2))
+    s.sys[0].current = 0
+    _read_only_clean(s, 40)
+    s.pgdat["migrc_pending_nr"][0] = 3
+    s.pgdat["free"][0] -= 3
+    s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    before = counters(sim)
+    do_wp_page(s, p, 40, 0)
+    assert _held(s) == [0, 0] and not s.tlb_ubc[MIGRC_UBC].any()
+    assert _tlb(sim, before) == (1, 1, 1, 0)          # from the faulting CPU 0 to CPU 2
+    assert s.pages.flags2[40] & st.F2_PTE_WRITE
+    assert counters(sim)["pgfault"] - before["pgfault"] == 1

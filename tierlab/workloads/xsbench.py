@@ -32,7 +32,9 @@ uniform values is index ~ energy x length, and a nuclide's bracketing point like
 
 --scale F divides n_gridpoints and `particles` by F (the isotopes and so the structure of the
 materials stay): the grids are F times smaller and the run F times shorter, with the same accesses
-per page per unit of the kernel's (scaled) clock. `particles` defaults to the seed's -p 100000000;
+per page per unit of the kernel's (scaled) clock. `write_share` is a what-if (XSBench never writes
+its grids after the initialisation): some lookups store into a grid point. `particles` defaults
+to the seed's -p 100000000;
 reproductions run a fraction of it (a shorter run at the same rates). The threads are one process
 (`threads`, 16 in the seed); `cpunodebind` places them.
 
@@ -54,7 +56,9 @@ import numpy as np
 from ..core.ops import OP_LOAD, OP_MARK, OP_STORE
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
-from .base import CHUNK_ACCESSES, Chunk, Process, Region, Workload, choice_param, int_param, nodes_param
+from .base import (
+    CHUNK_ACCESSES, Chunk, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
+)
 
 SIZES = {"large": (355, 11303), "small": (68, 11303)}     # io.c: n_isotopes, n_gridpoints
 FUEL_SMALL = 34                                          # Materials.c: small fuel nuclides
@@ -74,6 +78,9 @@ class XSBench(Workload):
         "lookups": int_param(34, "lookups per particle (-l)", lo=1, hi=1 << 20),
         "threads": int_param(16, "OpenMP threads (-t)", lo=1, hi=4096),
         "cpunodebind": nodes_param("", "run the threads on these nodes' CPUs, e.g. 0"),
+        "write_share": float_param(0.0, "what-if, not XSBench: the share of lookups that also store into "
+                                        "their first nuclide's grid point (a write to a read-only PTE takes a "
+                                        "write-protect fault, which gives MIGRC up)", hi=1.0),
     }
     access_params = ("particles", "lookups")
 
@@ -185,6 +192,7 @@ class XSBench(Workload):
                 ops = np.full(pages.shape[0], OP_LOAD, np.uint8)
                 if k:
                     ops[self._store_at] = OP_STORE
+                    ops[self._write_at] = OP_STORE
                     done[t] += k
                     if done[t] == per_thread[t]:
                         ops[-1] |= OP_MARK
@@ -227,8 +235,14 @@ class XSBench(Workload):
         grid = np.concatenate([search, index, points, stack], axis=1)
         keep = grid >= 0
         pages = grid[keep]
-        # the stack store ends each lookup
-        self._store_at = np.cumsum(keep.sum(axis=1)) - 1
+        # the stack store ends each lookup; the what-if writes hit the first nuclide's grid point
+        n = keep.sum(axis=1)
+        self._store_at = np.cumsum(n) - 1
+        self._write_at = np.zeros(0, np.int64)
+        if self.write_share > 0:
+            first_point = search.shape[1] + index.shape[1]
+            at = np.cumsum(n) - n + keep[:, :first_point].sum(axis=1)
+            self._write_at = at[rng.random(k) < self.write_share]
         return pages.astype(np.int64)
 
     def summary(self, result, phase_start_ns: int) -> dict:
