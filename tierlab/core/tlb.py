@@ -196,6 +196,14 @@ def tlbbatch_add(s, batch, mm, nr, sender):
 
 
 @jit_inline
+def fold_ubc(dst, src):
+    """fold_ubc() of the MIGRC series: src's CPUs join dst, src is emptied."""
+    for w in range(MM_CPUMASK_WORDS):
+        dst[w] |= src[w]
+        src[w] = 0
+
+
+@jit_inline
 def batch_empty(batch):
     for w in range(MM_CPUMASK_WORDS):
         if batch[w]:
@@ -274,11 +282,7 @@ def migrc_batch_flush(s, batch, sender):
     (migrc_add_pending_ubc, before the flush), the normal batch is flushed (try_to_unmap_flush),
     then the sources this batch kept join the held ones (migrc_add_pending_folios). Without
     deferred folios this is try_to_unmap_flush(). Returns the number of other CPUs flushed."""
-    pend = s.tlb_ubc[MIGRC_PENDING_UBC]
-    ubc = s.tlb_ubc[MIGRC_UBC]
-    for w in range(MM_CPUMASK_WORDS):
-        ubc[w] |= pend[w]
-        pend[w] = 0
+    fold_ubc(s.tlb_ubc[MIGRC_UBC], s.tlb_ubc[MIGRC_PENDING_UBC])
     others = try_to_unmap_flush(s, batch, sender)
     for nid in range(s.pgdat.shape[0]):
         s.pgdat[nid].migrc_pending_nr += s.pgdat[nid].migrc_batch_nr
@@ -327,10 +331,7 @@ def migrc_flush_free_folios(s, sender):
     if migrc_pending(s) == 0 and batch_empty(s.tlb_ubc[MIGRC_UBC]):
         return 0
     batch = s.tlb_ubc[TLB_UBC]
-    ubc = s.tlb_ubc[MIGRC_UBC]
-    for w in range(MM_CPUMASK_WORDS):
-        batch[w] |= ubc[w]
-        ubc[w] = 0
+    fold_ubc(batch, s.tlb_ubc[MIGRC_UBC])
     others = try_to_unmap_flush(s, batch, sender)
     migrc_release(s)
     return others

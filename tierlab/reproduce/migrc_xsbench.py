@@ -45,7 +45,7 @@ from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
 from . import published, register, table, worker_count
-from .hint_fault import with_loads_in_flight
+from .hint_fault import fit_loads_in_flight, with_loads_in_flight
 
 E = "migrc-xsbench"
 MACHINE = "qemu-2node"
@@ -86,25 +86,13 @@ def run_column(machine: Machine, scale: float, fraction: float, migrc: bool, ad:
 
 
 def calibrate(machine: Machine, target_s: float, scale: float, fraction: float, iters: int = 3):
-    """Fit k (loads in flight) so that the before column's run time is target_s: secant on 1/k,
-    keeping the best point tried. Returns (k, the before column at that k)."""
+    """Fit k so that the before column's run time is target_s (fit_loads_in_flight). Returns (k,
+    the before column at that k)."""
     def f(k):
         col = run_column(with_loads_in_flight(machine, k), scale, fraction, False)
         return col["time_elapsed_s"] - target_s, col
 
-    x0 = 1.0 / K_START
-    f0, c0 = f(1.0 / x0)
-    x1 = x0 * target_s / (target_s + f0)
-    f1, c1 = f(1.0 / x1)
-    best = min((abs(f0), x0, c0), (abs(f1), x1, c1), key=lambda t: t[0])
-    for _ in range(iters - 2):
-        if f1 == f0 or best[0] < 2e-3 * target_s:
-            break
-        x0, x1, f0 = x1, x1 - f1 * (x1 - x0) / (f1 - f0), f1
-        f1, c1 = f(1.0 / x1)
-        if abs(f1) < best[0]:
-            best = (abs(f1), x1, c1)
-    return 1.0 / best[1], best[2]
+    return fit_loads_in_flight(f, target_s, K_START, iters)
 
 
 def _column(args):
