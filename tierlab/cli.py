@@ -156,6 +156,9 @@ def format_result_table(res, sim=None) -> str:
             "nr_inactive_file", "nr_active_file", "nr_isolated"]
     heads = ["node", "name", "managed", "free", "inact_anon", "act_anon", "inact_file", "act_file",
              "isolated"]
+    if int(res.nodes.migrc_pending_nr.sum()):
+        cols.append("migrc_pending_nr")
+        heads.append("migrc_held")
     rows = [[str(i)] + [str(r[c]) for c in cols] for i, r in res.nodes.iterrows()]
     lines += ["  " + s for s in _table(heads, rows, right=set(range(2, len(heads))))]
     if res.devices is not None and int(res.devices[["rd_ios", "wr_ios"]].to_numpy().sum()):

@@ -7,7 +7,7 @@ Parquet layout (``tierlab run --out FILE``; `write_parquet` / `read_parquet`), f
   vmstat counter under its kernel name (int64, cumulative since the start of the run, summed over
   nodes), then per-node gauges ``node{i}_nr_free_pages``, ``node{i}_nr_inactive_anon``,
   ``node{i}_nr_active_anon``, ``node{i}_nr_inactive_file``, ``node{i}_nr_active_file``,
-  ``node{i}_nr_isolated`` (pages). ``pandas.read_parquet(FILE)`` gives it back as a DataFrame.
+  ``node{i}_nr_isolated``, ``node{i}_migrc_pending_nr`` (pages). ``pandas.read_parquet(FILE)`` gives it back as a DataFrame.
 * The schema metadata key ``tierlab`` holds a JSON object with everything else: ``format_version``,
   ``counters`` (final vmstat totals), ``node_counters`` (per node), ``nodes`` (final per-node table),
   ``sim_time_s``, ``task_times_s``, ``marks_s``, ``cycle_times_s``, ``tasks`` (CPU time per task and
