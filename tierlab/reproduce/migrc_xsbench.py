@@ -26,6 +26,16 @@ plus its second half's rate over the rest of the full run, times F (run_column);
 the lookup phase's, times F / fraction. `tests/test_reproduce_migrc.py` checks that two lengths
 give the same changes.
 
+The scan pace is a race, and the table sits in one regime of it. In tiering mode only the main
+thread's numa_scan_period becomes task_scan_start() (100 ms for this RSS). The other threads
+keep scan_delay (1 s): init_numa_balancing staggers their node_stamp, and task_numa_fault never
+gathers statistics for slow-tier faults. mm->numa_next_scan is then set by whichever thread's
+task_numa_work wins, to now + that thread's period, so the pace is 100 ms or 1 s per scan.
+The kernel decides the race by timing jitter, the model by processing order. The default chunking
+gives the slow regime: ~1 scan/s, 4.7 k promotions/s full-size against the seed's 5.7 k/s.
+Other chunk sizes can tip a run into the fast regime, with 4x the scans and up to 20x the
+migrations. Quote a spread over seeds, not one run, when a conclusion depends on it.
+
 PTE state (the crux of MIGRC's reach). XSBench writes every grid page once, so every PTE starts
 dirty, and MIGRC defers only read-only clean ones. A promoted page's new PTE is read-only
 (change_prot_numa dropped the write bit); it is clean only if migration entries do not carry the
