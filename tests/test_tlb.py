@@ -151,17 +151,22 @@ def test_unmap_from_the_only_cpu_flushes_each_pte_at_once():
     assert not batch.any()
 
 
-def _demotion(io):
-    res = run_config({"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,
-                      "params": {"file_size": "2GiB", "accesses": "100000", "io": io, "policy": "bind:0"},
-                      "knobs": {"demotion_enabled": 1}})
+def _demotion(io, **knobs):
+    """kswapd demoting a file the task reads (io=read) or loads through a mapping (io=mmap)."""
+    return run_config({"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,
+                       "params": {"file_size": "2GiB", "accesses": "100000", "io": io, "policy": "bind:0"},
+                       "knobs": {"demotion_enabled": 1, **knobs}})
+
+
+def _tlb_and_demoted(io):
+    res = _demotion(io)
     return {n: int(res.counters[n]) for n in NAMES}, int(res.counters["pgdemote_kswapd"])
 
 
 def test_demoting_read_only_page_cache_flushes_nothing_and_mapped_pages_shoot_down():
-    c, demoted = _demotion("read")
+    c, demoted = _tlb_and_demoted("read")
     assert demoted > 0 and c == dict.fromkeys(NAMES, 0)       # page cache without PTEs
-    c, demoted = _demotion("mmap")
+    c, demoted = _tlb_and_demoted("mmap")
     # kswapd's CPU never ran the task's mm: each shrink batch that demoted a mapped folio sends one
     # full flush, received by the task's one CPU; kswapd flushes nothing locally
     assert demoted > 0 and c["nr_tlb_remote_flush"] > 0
@@ -296,18 +301,11 @@ def test_migrc_held_pages_count_for_watermarks_and_are_freed_on_demand():
     assert _tlb(sim, before) == (2, 2, 2, 0)
 
 
-def _mapped_demotion(**knobs):
-    res = run_config({"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,
-                      "params": {"file_size": "2GiB", "accesses": "100000", "io": "mmap", "policy": "bind:0"},
-                      "knobs": {"demotion_enabled": 1, **knobs}})
-    return res
-
-
 def test_migrc_removes_the_shootdowns_of_demoting_a_read_only_mapped_file():
     """kswapd demotes a file the task maps read-only (clean PTEs): v6.7 sends one shootdown per
     shrink batch; MIGRC defers every one, holds the sources and frees them when an allocation
     needs them -- far fewer flushes, the same pages demoted."""
-    base, migrc = _mapped_demotion(), _mapped_demotion(migrc="on")
+    base, migrc = _demotion("mmap"), _demotion("mmap", migrc="on")
     b, m = base.counters, migrc.counters
     assert b["nr_tlb_remote_flush"] > 20
     assert m["nr_tlb_remote_flush"] < b["nr_tlb_remote_flush"] / 4

@@ -39,7 +39,7 @@ from .migrate import batch_cost, migrate_misplaced_folio, migrate_misplaced_foli
 from .numa_balancing import numa_migrate_check
 from .params import P
 from .state import folio_nr_pages, list_add, list_add_tail, list_del, promo_sentinel
-from .tlb import TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_defer, tlbbatch_add
+from .tlb import TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, try_to_migrate_tlb
 from .vmstat import Vm
 
 # enum PromoCap
@@ -111,10 +111,8 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)
         ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, clock + np.int64(cost))
         cost += c
-        if ok and keep:
-            migrc_defer(s, tlb_mm)
-        elif ok:
-            tlbbatch_add(s, batch, tlb_mm, nr, sender)
+        if ok:
+            try_to_migrate_tlb(s, batch, tlb_mm, nr, sender, keep)
         else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
     migrc_batch_flush(s, batch, sender)

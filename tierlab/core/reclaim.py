@@ -58,8 +58,8 @@ from .state import (
     PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_LOW, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
 from .tlb import (
-    TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_defer,
-    migrc_flush_free_folios, tlbbatch_add,
+    TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_flush_free_folios,
+    tlbbatch_add, try_to_migrate_tlb,
 )
 from .vmstat import Vm
 
@@ -269,10 +269,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             got, c = demote_folio(s, p, nid, x, keep, now + np.int64(cost))
             cost += c
             if got > 0:
-                if keep:
-                    migrc_defer(s, tlb_mm)
-                else:
-                    tlbbatch_add(s, batch, tlb_mm, nr, sender)
+                try_to_migrate_tlb(s, batch, tlb_mm, nr, sender, keep)
                 demoted += got
                 reclaimed += got
                 nr_demote_folios += 1

@@ -250,7 +250,7 @@ def try_to_unmap_flush(s, batch, sender):
 # work at a time; the pause lasts one allocation here, so it only flushes and frees.
 
 @jit_inline
-def migrc_enabled(s, p):
+def migrc_enabled(p):
     return p[P.MIGRC] != MIGRC_OFF
 
 
@@ -260,7 +260,7 @@ def migrc_can_defer(s, p, head, mm, nr, sender):
     demotion or a NUMA-misplaced migration): migrc on, a small folio, mapped by an accessible PTE
     (mm from folio_tlb_mm) that is read-only and clean, whose flush would be deferred (otherwise
     ptep_clear_flush flushes it at once and the read-only batch stays empty)."""
-    if not migrc_enabled(s, p) or nr != 1 or mm == NO_MM:
+    if not migrc_enabled(p) or nr != 1 or mm == NO_MM:
         return False
     if (s.pages.flags2[head] & F2_PTE_WRITE) or (s.pages.flags[head] & PG_DIRTY):
         return False
@@ -274,6 +274,16 @@ def migrc_defer(s, mm):
     mask = s.mm[mm].cpumask
     for w in range(MM_CPUMASK_WORDS):
         pend[w] |= mask[w]
+
+
+@jit_inline
+def try_to_migrate_tlb(s, batch, mm, nr, sender, deferred):
+    """The TLB side of try_to_migrate() for a folio that migrated: its CPUs go to MIGRC's read-only
+    batch when migrc_can_defer() said so before the move (`deferred`), else tlbbatch_add()."""
+    if deferred:
+        migrc_defer(s, mm)
+    else:
+        tlbbatch_add(s, batch, mm, nr, sender)
 
 
 @jit

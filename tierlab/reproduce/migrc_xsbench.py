@@ -50,6 +50,8 @@ from __future__ import annotations
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
+import pandas as pd
+
 from ..api import Simulation
 from ..kernel import Kernel
 from ..machine import Machine
@@ -77,10 +79,11 @@ def run_column(machine: Machine, scale: float, fraction: float, migrc: bool, ad:
     w = make_workload("xsbench", {"particles": max(1, round(PARTICLES * fraction)), "cpunodebind": "0"},
                       scale=scale)
     knobs = dict(KNOBS, migrc="on" if migrc else "off", migration_entry_ad=int(ad))
-    n_samples = 40
-    probe = w.nr_accesses() * 75e-9 / 16          # a rough run length for the sampling interval
+    # ~40 samples over the run (only the half-way point's resolution depends on it): a run length
+    # guessed at ~75 ns per access of each thread
+    guess_s = w.nr_accesses() * 75e-9 / w.threads
     sim = Simulation(machine.scaled(scale), Kernel(**knobs), w, seed=seed,
-                     sample_interval_ms=max(0.05, probe / n_samples * 1e3))
+                     sample_interval_ms=max(0.05, guess_s / 40 * 1e3))
     res = sim.run().result()
     ts = res.timeseries
     t_end = float(res.summary["init_s"] + res.summary["lookup_s"])
@@ -136,7 +139,6 @@ def reproduce(scale: float = 64.0, progress: bool = False, jobs: int | None = No
         if len(a) and len(b):
             rows.append((f"{E}-change", metric, float(a.iloc[0] / b.iloc[0] - 1)))
             sim[(f"{E}-change", metric)] = after[metric] / before[metric] - 1 if before[metric] else float("nan")
-    import pandas as pd
     pub = pd.concat([pub, pd.DataFrame(rows, columns=["experiment", "metric", "published"])], ignore_index=True)
     out = table(pub, sim, calibrated={(f"{E}-before", "time_elapsed_s")})
     out.attrs["loads_in_flight_k"] = k

@@ -57,7 +57,7 @@ from ..core.ops import OP_LOAD, OP_MARK, OP_STORE
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
-    CHUNK_ACCESSES, Chunk, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
+    CHUNK_ACCESSES, MAX_TASKS, Chunk, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
 )
 
 SIZES = {"large": (355, 11303), "small": (68, 11303)}     # io.c: n_isotopes, n_gridpoints
@@ -76,7 +76,7 @@ class XSBench(Workload):
         "gridpoints": int_param(0, "grid points per isotope (-g; 0: the size's, 11303)", lo=0, hi=1 << 24),
         "particles": int_param(100_000_000, "particle histories (-p), divided by --scale", lo=1),
         "lookups": int_param(34, "lookups per particle (-l)", lo=1, hi=1 << 20),
-        "threads": int_param(16, "OpenMP threads (-t)", lo=1, hi=4096),
+        "threads": int_param(16, "OpenMP threads (-t)", lo=1, hi=MAX_TASKS),
         "cpunodebind": nodes_param("", "run the threads on these nodes' CPUs, e.g. 0"),
         "write_share": float_param(0.0, "what-if, not XSBench: the share of lookups that also store into "
                                         "their first nuclide's grid point (a write to a read-only PTE takes a "
@@ -188,11 +188,13 @@ class XSBench(Workload):
             parts = []
             for t in range(T):
                 k = int(min(per_chunk, per_thread[t] - done[t]))
-                pages = self._lookups(rngs[t], k, cum, mat_tab, mat_len, base, t) if k else np.zeros(0, np.int64)
+                if k:
+                    pages, stores = self._lookups(rngs[t], k, cum, mat_tab, mat_len, base, t)
+                else:
+                    pages, stores = np.zeros(0, np.int64), np.zeros(0, np.int64)
                 ops = np.full(pages.shape[0], OP_LOAD, np.uint8)
                 if k:
-                    ops[self._store_at] = OP_STORE
-                    ops[self._write_at] = OP_STORE
+                    ops[stores] = OP_STORE
                     done[t] += k
                     if done[t] == per_thread[t]:
                         ops[-1] |= OP_MARK
@@ -202,8 +204,8 @@ class XSBench(Workload):
             yield Chunk(offsets, np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]))
 
     def _lookups(self, rng, k, cum, mat_tab, mat_len, base, t) -> np.ndarray:
-        """The pages k lookups of thread t touch, in order (also sets self._store_at, the positions of
-        the stack stores)."""
+        """The pages k lookups of thread t touch, in order, and the positions among them that are
+        stores (each lookup's stack store, and the write_share what-if's grid stores)."""
         n_iso, n_gp, N = self.n_isotopes, self.n_gridpoints, self.n_union
         energy = rng.random(k)
         mat = np.minimum(np.searchsorted(cum, rng.random(k) * cum[-1], side="right"), len(cum) - 1)
@@ -237,13 +239,12 @@ class XSBench(Workload):
         pages = grid[keep]
         # the stack store ends each lookup; the what-if writes hit the first nuclide's grid point
         n = keep.sum(axis=1)
-        self._store_at = np.cumsum(n) - 1
-        self._write_at = np.zeros(0, np.int64)
+        stores = np.cumsum(n) - 1
         if self.write_share > 0:
             first_point = search.shape[1] + index.shape[1]
             at = np.cumsum(n) - n + keep[:, :first_point].sum(axis=1)
-            self._write_at = at[rng.random(k) < self.write_share]
-        return pages.astype(np.int64)
+            stores = np.concatenate([stores, at[rng.random(k) < self.write_share]])
+        return pages.astype(np.int64), stores
 
     def summary(self, result, phase_start_ns: int) -> dict:
         """init_s: the initialisation's end (the last thread's first MARK); lookup_s: from there to
