@@ -63,8 +63,8 @@ class Scripted(Workload):
         return 4
 
 
-def make_sim(mach, regions, nr_tasks=1, seed=0, **knobs):
-    return Simulation(mach, Kernel(**knobs), Scripted(regions, nr_tasks), seed=seed)
+def make_sim(mach, regions, nr_tasks=1, seed=0, tlb_model="off", **knobs):
+    return Simulation(mach, Kernel(**knobs), Scripted(regions, nr_tasks), seed=seed, tlb_model=tlb_model)
 
 
 def chunk(*per_task):

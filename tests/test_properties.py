@@ -24,6 +24,7 @@ from hypothesis import strategies as hs
 
 from simkit import CXL, DRAM, READ, STORE, counters, machine, make_sim, node_counter, run, seq
 from tierlab.core import state as st
+from tierlab.core import tlb_hw as st_tlb
 from tierlab.core.ops import OP_LOAD, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END, OP_WRITE
 from tierlab.core.vmstat import VMSTAT_NAMES
 from tierlab.errors import ConfigError
@@ -86,6 +87,7 @@ def scenario_from_seed(seed, orders=(0,)):
         hot_threshold_ms=pick([1, 1000, 1000]),
         migrc=pick([0, 1]),
         migration_entry_ad=pick([0, 1, 1]),
+        tlb_model=pick(["off", "set_assoc"]),
     )
     if tiering:
         knobs.update(numa_balancing=pick([2, 2, 3]), scan_delay_ms=0, scan_period_min_ms=1, scan_size_mb=1)
@@ -160,6 +162,42 @@ def chunks_of(per_task, parts=2):
             offs.append(offs[-1] + hi - lo)
         res.append(Chunk(np.array(offs, np.int64), np.concatenate(pp), np.concatenate(oo)))
     return res
+
+
+def check_tlbs(sim):
+    """The CPUs' TLBs (tlb_hw.py): no translation a CPU can still use leads to a frame the page has
+    left unless that frame is a source MIGRC holds and the translation is read-only; no page is
+    reached through a stale translation after a writable mapping exists, or after its source was
+    freed. Without MIGRC, no stale translation at all."""
+    s = sim.state
+    g = dict(zip(VMSTAT_NAMES, s.counters.sum(axis=0).tolist()))
+    assert g["tlb_stale_write_hits"] == 0 and g["tlb_stale_freed_hits"] == 0
+    hw = ("dtlb_load_misses", "dtlb_store_misses", "itlb_load_misses", "tlb_cpu_flush_all", "tlb_cpu_flush_one",
+          "tlb_stale_hits")
+    if sim.tlb_model == "off":
+        assert all(g[k] == 0 for k in hw)
+        return
+    if not sim.kernel.migrc:
+        assert g["tlb_stale_hits"] == 0
+    t = s.tlbs
+    held = s.pgdat["migrc_pending_nr"] + s.pgdat["migrc_batch_nr"]
+    for cpu in range(t.tag.shape[0]):
+        if t.need_flush[cpu]:
+            continue                       # a lazy CPU flushes before it next translates
+        for lvl in (st_tlb.DTLB, st_tlb.STLB):
+            live = (t.tag[cpu, lvl] >= 0) & (t.gen[cpu, lvl] == t.cpu_gen[cpu])
+            for i in np.flatnonzero(live).tolist():
+                page = int(t.tag[cpu, lvl, i])
+                o = int(s.pages.order[page]) & st.ORDER_MASK
+                head = page & ~((1 << o) - 1)
+                f2 = int(s.pages.flags2[head])
+                mapped = (f2 & st.F2_PRESENT) and (f2 & st.F2_MAPPED) and not (s.pages.flags[head] & st.PG_PROTNONE)
+                if mapped and int(s.pages.node[head]) == int(t.node[cpu, lvl, i]):
+                    continue
+                old = int(t.node[cpu, lvl, i])
+                assert sim.kernel.migrc and held[old] > 0 and not t.wr[cpu, lvl, i], \
+                    f"CPU {cpu} level {lvl}: a stale translation of page {page} (node {old})"
+                assert not (f2 & st.F2_PTE_WRITE) or not mapped, f"page {page}: writable with a stale translation"
 
 
 def build(scn):
@@ -294,6 +332,7 @@ def check_invariants(sim):
     # running kswapd, or idle)
     nr_cpus = s.cpu.shape[0]
     assert g[IDX["nr_tlb_remote_flush_received"]] <= g[IDX["nr_tlb_remote_flush"]] * max(0, nr_cpus - 1)
+    check_tlbs(sim)
     # pages allocated minus pages freed on a node are the pages in use there
     assert (c[:, IDX["pgalloc"]] - c[:, IDX["pgfree"]]).tolist() == (used + s.pgdat["migrc_pending_nr"]).tolist()
     for nid in range(N):

@@ -72,7 +72,7 @@ def test_flush_tlb_mm_range_counts_as_x86_does(cpus, sender, pages, expect):
     if sender not in cpus:
         s.cpu["curr"][sender] = 0
     before = counters(sim)
-    others = flush_tlb_mm_range(s, 0, sender, pages)
+    others = flush_tlb_mm_range(s, 0, sender, 0, pages)
     assert _tlb(sim, before) == expect
     assert others == expect[1]
 
@@ -87,7 +87,7 @@ def test_lazy_cpus_are_skipped(lazy, expect):
     s = sim.state
     _set_mask(s, (0, 1, 2), lazy=lazy)
     before = counters(sim)
-    others = flush_tlb_mm_range(s, 0, 0, 100)
+    others = flush_tlb_mm_range(s, 0, 0, 0, 100)
     assert _tlb(sim, before) == expect
     assert others == expect[1]
 
@@ -98,10 +98,10 @@ def test_an_idle_cpu_is_lazy_but_a_task_between_chunks_is_not():
     _set_mask(s, (0, 1, 2))
     s.cpu["curr"][:] = -1                # off the runqueue: CPU 0's task between two chunks
     before = counters(sim)
-    flush_tlb_mm_range(s, 0, 1, 100)     # from CPU 1: CPU 0 receives, CPU 2 (no task) is idle
+    flush_tlb_mm_range(s, 0, 1, 0, 100)     # from CPU 1: CPU 0 receives, CPU 2 (no task) is idle
     assert _tlb(sim, before) == (1, 1, 0, 0)
     s.task["dead"][0] = 1                # once its task has exited, CPU 0 is idle too
-    flush_tlb_mm_range(s, 0, 1, 100)
+    flush_tlb_mm_range(s, 0, 1, 0, 100)
     assert _tlb(sim, before) == (2, 1, 0, 0)
 
 
@@ -110,7 +110,7 @@ def test_received_flushes_are_charged_to_the_receiving_cpus_node():
     s = sim.state
     assert s.cpu["node"].tolist() == [0, 0, 1]
     _set_mask(s, (0, 1, 2))
-    flush_tlb_mm_range(s, 0, 0, 1)
+    flush_tlb_mm_range(s, 0, 0, 0, 1)
     recv = s.counters[:, Vm.NR_TLB_REMOTE_FLUSH_RECEIVED]
     assert recv.tolist() == [1, 1]                   # CPU 1 on node 0, CPU 2 on node 1
     assert s.counters[:, Vm.NR_TLB_REMOTE_FLUSH].tolist() == [1, 0]   # the sender's node
@@ -131,7 +131,7 @@ def test_unmap_batch_skips_inaccessible_ptes_and_flushes_once():
     assert folio_tlb_mm(s, 12) == 0
     before = counters(sim)
     for x in (10, 11, 12, 13, 14):
-        tlbbatch_add(s, batch, folio_tlb_mm(s, x), 1, 1)      # sender: CPU 1 (node 0's kswapd)
+        tlbbatch_add(s, batch, folio_tlb_mm(s, x), x, 1, 1)      # sender: CPU 1 (node 0's kswapd)
     assert _tlb(sim, before) == (0, 0, 0, 0)                  # deferred
     assert try_to_unmap_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)                  # one full flush to CPUs 0 and 2
@@ -146,7 +146,7 @@ def test_unmap_from_the_only_cpu_flushes_each_pte_at_once():
     _set_mask(s, (0,))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    tlbbatch_add(s, batch, folio_tlb_mm(s, 20), 4, 0)        # a 4-page folio, direct reclaim on CPU 0
+    tlbbatch_add(s, batch, folio_tlb_mm(s, 20), 20, 4, 0)        # a 4-page folio, direct reclaim on CPU 0
     assert _tlb(sim, before) == (0, 0, 0, 4)                  # ptep_clear_flush: one page per PTE
     assert not batch.any()
 
@@ -248,7 +248,7 @@ def test_migrc_a_batch_that_also_flushes_keeps_its_own_sources_for_the_next_flus
     batch = s.tlb_ubc[TLB_UBC]
     migrc_defer(s, 0)
     s.pgdat["migrc_batch_nr"][0] += 1
-    tlbbatch_add(s, batch, 0, 1, 1)                  # a dirty folio in the same batch
+    tlbbatch_add(s, batch, 0, 0, 1, 1)                  # a dirty folio in the same batch
     before = counters(sim)
     assert migrc_batch_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)

@@ -36,6 +36,10 @@ from .kernel import KNOBS, Kernel
 from .machine import Machine
 from .workloads.base import Progress, Workload
 
+# Simulation(tlb_model=...): "off" (flushes are counted, no TLB is simulated) or "set_assoc" (every
+# CPU's dTLB, iTLB and STLB as the machine's [tlb] table gives them, core/tlb_hw.py)
+TLB_MODELS = ("off", "set_assoc")
+
 SAMPLE_BLOCK = 4096
 DISKSTATS = ("rd_ios", "rd_sectors", "rd_ticks_ns", "wr_ios", "wr_sectors", "wr_ticks_ns", "last_done_ns")
 
@@ -114,7 +118,7 @@ def state_bytes(nr_pages: int) -> int:
 class Simulation:
     def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
                  sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
-                 fast_case: bool = True):
+                 fast_case: bool = True, tlb_model: str = "off"):
         from .config import check_parts
         checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs, quantum_us)
         self.machine = machine
@@ -125,6 +129,9 @@ class Simulation:
         self.sample_interval_ms = checked.config.sample_interval_ms
         self.quantum_us = checked.config.quantum_us
         self.fast_case = bool(fast_case)   # False: every access takes the general case (for testing)
+        if tlb_model not in TLB_MODELS:
+            raise ConfigError(f"tlb_model: {tlb_model!r} is not accepted; accepted: {', '.join(TLB_MODELS)}")
+        self.tlb_model = tlb_model          # "set_assoc": the CPUs' TLBs are simulated (core/tlb_hw.py)
         self._regions = checked.regions
         self._layout = checked.layout
         self.nr_pages = checked.nr_pages
@@ -174,6 +181,8 @@ class Simulation:
             task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
             task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes], self.workload.scale),
             mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
+            mm_text_pages=[pr.text_pages for pr in lay.processes],
+            tlb_geometry=m.tlb.geometry() if self.tlb_model == "set_assoc" else None,
             mm_next_scan=mm_first_scan_jiffies(self.kernel, lay.mm_start_ns, self.workload.scale),
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,

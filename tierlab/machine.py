@@ -30,7 +30,16 @@ _NODE_KEYS = {
     "write_line_ns": "ns cost of a random cache-line store",
     "bandwidth_GBps": "peak read bandwidth of the node, GB/s",
 }
-_MACHINE_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources", "devices"}
+_MACHINE_KEYS = {"name", "description", "source", "loaded_latency_c", "distance", "nodes", "sources", "devices", "tlb"}
+_TLB_KEYS = {
+    "dtlb_entries": "first-level data TLB entries for 4 KiB pages, per CPU",
+    "dtlb_ways": "its associativity (entries / ways must be a power of two)",
+    "itlb_entries": "first-level instruction TLB entries for 4 KiB pages, per CPU",
+    "itlb_ways": "its associativity",
+    "stlb_entries": "second-level (shared instruction and data) TLB entries, per CPU",
+    "stlb_ways": "its associativity",
+    "pti": "page-table isolation on (true/false): a flush also flushes the user address space's PCID",
+}
 _DEVICE_KEYS = {
     "name": "device name",
     "read_latency_us": "unloaded latency of a 4 KiB random read (queue depth 1), us",
@@ -84,6 +93,51 @@ class Device:
                 "queue_depth": self.queue_depth, "max_sectors_pages": self.max_sectors_kb // 4}
 
 
+@dataclass(frozen=True)
+class Tlb:
+    """The TLBs of each CPU (tierlab/core/tlb_hw.py, used with the TLB model on)."""
+    dtlb_entries: int
+    dtlb_ways: int
+    itlb_entries: int
+    itlb_ways: int
+    stlb_entries: int
+    stlb_ways: int
+    pti: bool
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str) -> "Tlb":
+        if not isinstance(d, dict):
+            raise ConfigError(f"{where}: expected a table with keys {', '.join(_TLB_KEYS)}, got {d!r}")
+        _check_keys(d, _TLB_KEYS, where)
+        if not isinstance(d["pti"], bool):
+            raise ConfigError(f"{where}.pti: {d['pti']!r} is not accepted; accepted: true or false")
+        t = cls(**{k: _number(d, k, where, int, 1) for k in _TLB_KEYS if k != "pti"}, pti=d["pti"])
+        for lvl in ("dtlb", "itlb", "stlb"):
+            e, w = getattr(t, f"{lvl}_entries"), getattr(t, f"{lvl}_ways")
+            sets = e // w
+            if e % w or sets & (sets - 1):
+                raise ConfigError(f"{where}.{lvl}_entries: {e} entries of {w} ways is not accepted; accepted: "
+                                  f"entries a multiple of ways with a power-of-two number of sets")
+        return t
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def geometry(self) -> tuple:
+        """(sets, ways) of the dTLB, iTLB and STLB (state.tlbs_array)."""
+        return tuple((e // w, w) for e, w in ((self.dtlb_entries, self.dtlb_ways),
+                                              (self.itlb_entries, self.itlb_ways),
+                                              (self.stlb_entries, self.stlb_ways)))
+
+
+# The TLBs a machine gets when its file names none: an Intel Skylake(-SP) core's 4 KiB-page TLBs
+# (Intel 64 and IA-32 Architectures Optimization Reference Manual, 248966-045, Table 2-15: ITLB 128
+# entries 8-way, DTLB 64 entries 4-way, STLB 1536 entries 12-way shared by 4 KiB and 2 MiB pages),
+# with page-table isolation on (Skylake is exposed to Meltdown, so PTI is the kernel's default).
+DEFAULT_TLB = Tlb(dtlb_entries=64, dtlb_ways=4, itlb_entries=128, itlb_ways=8, stlb_entries=1536, stlb_ways=12,
+                  pti=True)
+
+
 # The device a machine gets when its file names none: the figures of the presets' NVMe SSD (see
 # docs/machines.md and the [[devices]] table of tierlab/machines/*.toml for their sources).
 DEFAULT_DEVICE = Device(name="nvme0", read_latency_us=85.0, write_latency_us=20.0, read_bandwidth_GBps=6.5,
@@ -118,6 +172,7 @@ class Machine:
     distance: tuple[tuple[int, ...], ...]
     loaded_latency_c: float = 0.1
     devices: tuple[Device, ...] = (DEFAULT_DEVICE,)
+    tlb: Tlb = DEFAULT_TLB
     description: str = ""
     source: str = ""
     sources: dict = field(default_factory=dict, compare=False)
@@ -185,6 +240,7 @@ class Machine:
         return cls(name=str(data.get("name", Path(where).stem)), nodes=tuple(nodes),
                    distance=tuple(tuple(int(x) for x in row) for row in dist), loaded_latency_c=c,
                    devices=devices or (DEFAULT_DEVICE,),
+                   tlb=Tlb.from_dict(data["tlb"], f"{where}: tlb") if "tlb" in data else DEFAULT_TLB,
                    description=str(data.get("description", "")), source=str(data.get("source", "")),
                    sources=dict(data.get("sources", {})), path=where)
 
@@ -217,7 +273,7 @@ class Machine:
                            "adistance": nd.adistance, "seq_4k_ns": nd.seq_4k_ns,
                            "rand_line_ns": nd.rand_line_ns, "write_line_ns": nd.write_line_ns,
                            "bandwidth_GBps": nd.bandwidth_GBps} for nd in self.nodes],
-                "devices": [d.to_dict() for d in self.devices]}
+                "devices": [d.to_dict() for d in self.devices], "tlb": self.tlb.to_dict()}
 
     @property
     def nr_nodes(self) -> int:

@@ -56,6 +56,12 @@ COSTS = {
                      "refill misses. Assumed."),
     "tlb_ipi_ns": (1500.0, "ns", "each other CPU of mm_cpumask() a tlb_flush_mmu() shoots down (flush IPI and "
                    "waiting for its ack), the per-target part of migrate_batch_ns's 2-4 us shootdown."),
+    "tlb_walk_ns": (40.0, "ns", "one page walk after an STLB miss (tlb_hw.py, with the TLB model on): the "
+                    "walker's loads of the paging structures, most of them from the paging-structure "
+                    "caches and the data caches. Assumed: a native 4-level walk is ~20-40 cycles when "
+                    "the upper levels are cached; under EPT a guest walk is two-dimensional (up to 24 "
+                    "references) and ~2-3x dearer (Bhargava et al., ASPLOS 2008), so ~120 cycles at "
+                    "3 GHz."),
     "lru_lock_ns": (60.0, "ns", "hold of lruvec->lru_lock per acquisition besides the folios moved (locks.py): "
                     "the lock word's cache line coming from the last holder's core (~50-100 ns between "
                     "cores of a server part) plus the irq-disable and the lruvec lookup. Assumed; part of "

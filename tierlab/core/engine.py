@@ -80,7 +80,7 @@ def access_present(s, p, task, cpu_nid, page, op, now, cost, fast):
         return cost, ACCESS_MEM_BIN
     if (op & OP_KIND_MASK) >= OP_READ:
         return filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
-    return pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast)
+    return pte_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
 
 
 @jit_inline

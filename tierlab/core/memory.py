@@ -70,6 +70,7 @@ from .state import (
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .tlb import current_cpu, migrc_flush_free_folios
+from .tlb_hw import tlb_access, tlb_model_on
 from .vmstat import Vm
 
 HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fault is do_huge_pmd_numa_page()
@@ -208,13 +209,15 @@ def pte_write(s, head):
 
 
 @jit_inline
-def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
-    """A load or store through a present folio's PTE (the access path's LOAD/STORE case). A first
+def pte_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast):
+    """A load or store of `page` through a present folio's PTE (the access path's LOAD/STORE case). A first
     touch installs the PTE (a minor fault, mm.map_file_folio: SIGSEGV outside the mm's VMAs;
     writable for a store, read-only for a load); a PROT_NONE PTE takes a hint fault and a store to
     a read-only PTE a write-protect fault -- in the fast case (`fast`) those return
     (ACCESS_NOT_MAPPED, ACCESS_HINT_FAULT, ACCESS_WP_FAULT) before any side effect, for the general
-    case to take. Returns (cost, ACCESS_*)."""
+    case to take. With the TLB model on, the translation goes through the CPU's TLBs once the faults
+    are done (tlb_hw.tlb_access; a PMD-mapped folio is one entry); each page walk costs
+    tlb_walk_ns. Returns (cost, ACCESS_*)."""
     pg = s.pages
     f = pg.flags[hu]
     if f & PG_PROTNONE:
@@ -245,6 +248,10 @@ def pte_access(s, p, task, cpu_nid, head, hu, nr, op, now, cost, fast):
         f = pg.flags[hu]
     if kind == OP_STORE and not (pg.flags2[hu] & F2_PTE_WRITE):
         cost += do_wp_page(s, p, hu, cpu_nid)
+    if tlb_model_on(s):
+        walks = tlb_access(s, task, s.task[task].cpu, page if nr < HPAGE_PMD_NR else head, np.int64(nid),
+                           pte_write(s, head), kind == OP_STORE)
+        cost += walks * p[P.TLB_WALK_NS]
     f |= PG_YOUNG
     if kind == OP_STORE:
         pg.flags[hu] = f | PG_DIRTY

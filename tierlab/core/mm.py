@@ -116,17 +116,17 @@ def vma_covers(s, task, r, page, kind_is_pte, write):
 
 
 @jit
-def tlb_flush_mmu_ns(s, p, mm, fullmm, nr_pages):
-    """One tlb_flush_mmu() of a range of nr_pages pages: a local flush, plus an IPI to every other
+def tlb_flush_mmu_ns(s, p, mm, fullmm, start, nr_pages):
+    """One tlb_flush_mmu() of the range of nr_pages pages at `start`: a local flush, plus an IPI to every other
     CPU that ran the mm (its mm_cpumask) unless the whole mm is going away (exit_mmap: the exiting
     CPU's flush only), then the release of the batch. Counted as flush_tlb_mm_range (tlb.py)."""
     cost = p[P.TLB_FLUSH_NS]
     sender = current_cpu(s)
     if fullmm:
         if cpu_in_mask(s.mm[mm].cpumask, sender):
-            local_flush(s, sender, FLUSH_ALL)
+            local_flush(s, sender, 0, FLUSH_ALL)
         return cost
-    cost += p[P.TLB_IPI_NS] * flush_tlb_mm_range(s, mm, sender, nr_pages)
+    cost += p[P.TLB_IPI_NS] * flush_tlb_mm_range(s, mm, sender, start, nr_pages)
     return cost
 
 
@@ -167,7 +167,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
                 gathered += nr
                 freed += nr
                 if gathered >= MMU_GATHER_MAX_PAGES:
-                    cost += tlb_flush_mmu_ns(s, p, mm, fullmm, x + nr - flush_lo)
+                    cost += tlb_flush_mmu_ns(s, p, mm, fullmm, flush_lo, x + nr - flush_lo)
                     flush_lo = x + nr
                     gathered = 0
             elif mapped:
@@ -197,7 +197,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
             pg.flags2[x] = f2 & ~(F2_MAPPED | F2_PTE_WRITE)
         x += 1
     if gathered > 0 or nr_ptes > 0:
-        cost += tlb_flush_mmu_ns(s, p, mm, fullmm, hi - flush_lo)
+        cost += tlb_flush_mmu_ns(s, p, mm, fullmm, flush_lo, hi - flush_lo)
     cost += p[P.ZAP_PTE_NS] * nr_ptes + p[P.FREE_PAGE_NS] * freed
     return cost
 

@@ -413,7 +413,7 @@ def change_prot_numa(s, mm, sender, start, end, stamp, skip_toptier, tiering, re
         updated += 1
         last = x
     if updated > 0:
-        flush_tlb_mm_range(s, mm, sender, last - first + 1)
+        flush_tlb_mm_range(s, mm, sender, first, last - first + 1)
     return updated
 
 

@@ -112,7 +112,7 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, clock + np.int64(cost))
         cost += c
         if ok:
-            try_to_migrate_tlb(s, batch, tlb_mm, nr, sender, keep)
+            try_to_migrate_tlb(s, batch, tlb_mm, x, nr, sender, keep)
         else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
     migrc_batch_flush(s, batch, sender)

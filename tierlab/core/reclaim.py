@@ -269,7 +269,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             got, c = demote_folio(s, p, nid, x, keep, now + np.int64(cost))
             cost += c
             if got > 0:
-                try_to_migrate_tlb(s, batch, tlb_mm, nr, sender, keep)
+                try_to_migrate_tlb(s, batch, tlb_mm, x, nr, sender, keep)
                 demoted += got
                 reclaimed += got
                 nr_demote_folios += 1
@@ -277,7 +277,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
         got, c = reclaim_folio(s, p, nid, x, now + np.int64(cost))
         cost += c
         if got > 0:
-            tlbbatch_add(s, batch, tlb_mm, nr, sender)
+            tlbbatch_add(s, batch, tlb_mm, x, nr, sender)
         if got == 0:
             # anon without swap space: add_to_swap() fails and the folio is activated
             s.pages.flags[x] |= PG_ACTIVE

@@ -287,6 +287,7 @@ TASK_DTYPE = np.dtype([
     ("call_ready", np.int64),        # completion of the current call's reads (asynchronous engine)
     ("stop_at", np.int64),           # clock at which the task stops issuing accesses (fio runtime)
     ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
+    ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
 ], align=True)
 
 # struct vma_numab_state (include/linux/mm_types.h): per region slot, NUMA balancing's view of its VMA
@@ -313,6 +314,7 @@ MM_DTYPE = np.dtype([
     ("policy_flags", np.int64),      # its pol->flags (MPOL_F_MOF | MPOL_F_MORON with MPOL_F_NUMA_BALANCING)
     ("policy_nodes", np.uint64),     # its nodemask, bit n = node n
     ("cpumask", np.uint64, (MM_CPUMASK_WORDS,)),  # mm_cpumask(): CPU slots that ran the mm's threads
+    ("text_pages", np.int64),        # pages of hot code its threads fetch (tlb_hw.py's iTLB stream; 0: none)
 ], align=True)
 
 BLKDEV_DTYPE = np.dtype([
@@ -377,6 +379,31 @@ class Regions(NamedTuple):
     numab: np.ndarray     # VMA_NUMAB_DTYPE[R] the slot's vma->numab_state (numa_balancing.py), a recarray
 
 
+class Tlbs(NamedTuple):
+    """The CPUs' TLBs (tlb_hw.py): per level (DTLB, ITLB, STLB) its (sets, ways), and per CPU slot,
+    level and way an entry; all empty (geo zero) when the TLB model is off."""
+    geo: np.ndarray         # int64[3, 2]: sets, ways
+    tag: np.ndarray         # int64[C, 3, E]: page id (text pages negative), -1 empty
+    gen: np.ndarray         # int64[C, 3, E]: the CPU's generation when filled
+    stamp: np.ndarray       # int64[C, 3, E]: the CPU's tick at the last use (LRU)
+    node: np.ndarray        # int8[C, 3, E]: node of the frame the entry translates to
+    wr: np.ndarray          # int8[C, 3, E]: the entry allows stores
+    cpu_gen: np.ndarray     # int64[C]: a whole flush bumps it
+    cpu_tick: np.ndarray    # int64[C]: translations so far
+    need_flush: np.ndarray  # int8[C]: a shootdown skipped the CPU while lazy
+
+
+def tlbs_array(nr_cpus: int, geometry=None) -> Tlbs:
+    """TLB arrays for nr_cpus CPU slots; geometry: ((sets, ways) of DTLB, ITLB, STLB), or None."""
+    geo = np.zeros((3, 2), np.int64) if geometry is None else np.asarray(geometry, np.int64).reshape(3, 2)
+    e = int((geo[:, 0] * geo[:, 1]).max())
+    shape = (nr_cpus, 3, e)
+    return Tlbs(geo=geo, tag=np.full(shape, -1, np.int64), gen=np.zeros(shape, np.int64),
+                stamp=np.zeros(shape, np.int64), node=np.zeros(shape, np.int8), wr=np.zeros(shape, np.int8),
+                cpu_gen=np.zeros(nr_cpus, np.int64), cpu_tick=np.zeros(nr_cpus, np.int64),
+                need_flush=np.zeros(nr_cpus, np.int8))
+
+
 class SimState(NamedTuple):
     pages: Pages
     regions: Regions
@@ -399,6 +426,7 @@ class SimState(NamedTuple):
     hintlog: np.ndarray
     prof: np.ndarray      # float64[T + N, NR_KSYMS]: ns per entity and kernel function (profile.py)
     tlb_ubc: np.ndarray   # uint64[NR_TLB_UBC, MM_CPUMASK_WORDS]: the CPUs of the pending TLB batches (tlb.py)
+    tlbs: Tlbs            # the CPUs' TLBs (tlb_hw.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -416,7 +444,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
              task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_next_scan=None, mm_policy=None,
              region_advice=None, region_vm_flags=None, devices=(), task_iodepth=None,
-             dev_bin_ns=1 << 16) -> SimState:
+             dev_bin_ns=1 << 16, tlb_geometry=None, mm_text_pages=None) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
     region_*: per region slot (pages, REGION_* kind, MPOL_* effective policy, allowed nodes, folio
@@ -434,7 +462,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     task_iodepth: each task's I/O engine (0 synchronous); region_advice: per region FADV_*;
     region_vm_flags: per region its VMA's VM_READ | VM_WRITE (default both);
     devices: per block device a dict of BLKDEV_DTYPE's figures, with capacity calendars of
-    `dev_bin_ns` bins (blkdev.py)."""
+    `dev_bin_ns` bins (blkdev.py); tlb_geometry: (sets, ways) of the dTLB, iTLB and STLB of every
+    CPU (tlb_hw.py; None: no TLB model); mm_text_pages: per mm its hot code's pages (iTLB)."""
     R = len(region_pages)
     N = len(managed)
     C = len(cpu_nodes)
@@ -517,6 +546,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     mm["numa_next_scan"] = first_scan if mm_next_scan is None else np.asarray(mm_next_scan, np.int64)
     mm["users"] = np.bincount(task["mm"], minlength=M)[:M]
     mm["policy_flags"] = MPOL_F_MOF | MPOL_F_MORON      # default_policy: local, MOF | MORON
+    if mm_text_pages is not None:
+        mm["text_pages"] = mm_text_pages
     for i, pol in enumerate(mm_policy or ()):
         mm[i]["policy"], mm[i]["policy_flags"], mm[i]["policy_nodes"] = pol
     sysrec = np.zeros(1, SYS_DTYPE)
@@ -537,7 +568,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     samples=np.zeros((sample_rows, sample_cols), np.int64),
                     hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64),
                     prof=np.zeros((T + N, NR_KSYMS), np.float64),
-                    tlb_ubc=np.zeros((3, MM_CPUMASK_WORDS), np.uint64))
+                    tlb_ubc=np.zeros((3, MM_CPUMASK_WORDS), np.uint64),
+                    tlbs=tlbs_array(C, tlb_geometry))
 
 
 def copy_state(s: SimState) -> SimState:

@@ -45,6 +45,7 @@ import numpy as np
 
 from ._jit import jit, jit_inline
 from .params import P
+from .tlb_hw import cpu_tlb_flush, cpu_tlb_skip_lazy
 from .state import F2_MAPPED, F2_PTE_WRITE, MM_CPUMASK_WORDS, NO_MM, PG_DIRTY, PG_PROTNONE, region_of
 from .vmstat import Vm
 
@@ -103,14 +104,15 @@ def cpu_is_lazy(s, cpu):
 
 
 @jit
-def flush_tlb_mask(s, mask, sender, nr_pages, local_in_mask):
-    """One flush of the CPUs in `mask` from `sender`: nr_pages pages, or FLUSH_ALL. Counts it as
-    native_flush_tlb_multi()/flush_tlb_func() do: with another CPU in the mask, one
-    nr_tlb_remote_flush, then flush_tlb_func() on every CPU of the mask that is not lazy
-    (on_each_cpu_cond_mask with tlb_is_not_lazy), each other one counting
+def flush_tlb_mask(s, mask, sender, start, nr_pages, local_in_mask):
+    """One flush of the CPUs in `mask` from `sender`: pages [start, start + nr_pages), or the whole
+    TLB (nr_pages FLUSH_ALL). Counts it as native_flush_tlb_multi()/flush_tlb_func() do: with
+    another CPU in the mask, one nr_tlb_remote_flush, then flush_tlb_func() on every CPU of the mask
+    that is not lazy (on_each_cpu_cond_mask with tlb_is_not_lazy), each other one counting
     nr_tlb_remote_flush_received; without one, the sender's flush alone if `local_in_mask`. A lazy
-    sender (kswapd) switches to init_mm instead of flushing and counts nothing. Returns the number
-    of other CPUs flushed."""
+    sender (kswapd) switches to init_mm instead of flushing and counts nothing. Each CPU that
+    flushes flushes its TLBs (tlb_hw.py); a lazy one skipped owes a flush when it next runs a task.
+    Returns the number of other CPUs flushed."""
     others = 0
     local = local_in_mask
     if has_other_cpu(mask, sender):
@@ -122,33 +124,42 @@ def flush_tlb_mask(s, mask, sender, nr_pages, local_in_mask):
                 b = np.int64(np.log2(np.float64(x & (~x + np.uint64(1)))))
                 x &= x - np.uint64(1)
                 c = w * 64 + b
-                if c != sender and not cpu_is_lazy(s, c):
+                if c == sender:
+                    continue
+                if cpu_is_lazy(s, c):
+                    cpu_tlb_skip_lazy(s, c)
+                else:
                     s.counters[s.cpu[c].node, Vm.NR_TLB_REMOTE_FLUSH_RECEIVED] += 1
+                    cpu_tlb_flush(s, c, start, nr_pages)
                     others += 1
         local = cpu_in_mask(mask, sender)
-    if local and not cpu_is_lazy(s, sender):
-        local_flush(s, sender, nr_pages)
+    if local:
+        if cpu_is_lazy(s, sender):
+            cpu_tlb_skip_lazy(s, sender)
+        else:
+            local_flush(s, sender, start, nr_pages)
     return others
 
 
 @jit_inline
-def local_flush(s, cpu, nr_pages):
+def local_flush(s, cpu, start, nr_pages):
     """The flushing CPU's own flush (flush_tlb_func with local set): nr_tlb_local_flush_all for a
     whole flush, nr_tlb_local_flush_one per page of a ranged one."""
     if nr_pages == FLUSH_ALL:
         s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ALL] += 1
     else:
         s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ONE] += nr_pages
+    cpu_tlb_flush(s, cpu, start, nr_pages)
 
 
 @jit_inline
-def flush_tlb_mm_range(s, mm, sender, nr_pages):
-    """flush_tlb_mm_range() of nr_pages pages of the mm from CPU `sender` (a range beyond the
-    ceiling becomes a full flush). Returns the number of other CPUs flushed."""
+def flush_tlb_mm_range(s, mm, sender, start, nr_pages):
+    """flush_tlb_mm_range() of pages [start, start + nr_pages) of the mm from CPU `sender` (a range
+    beyond the ceiling becomes a full flush). Returns the number of other CPUs flushed."""
     if nr_pages > TLB_SINGLE_PAGE_FLUSH_CEILING:
         nr_pages = FLUSH_ALL
     mask = s.mm[mm].cpumask
-    return flush_tlb_mask(s, mask, sender, nr_pages, cpu_in_mask(mask, sender))
+    return flush_tlb_mask(s, mask, sender, start, nr_pages, cpu_in_mask(mask, sender))
 
 
 # Rows of SimState.tlb_ubc (mm_cpumask words: the CPUs each pending batch must flush).
@@ -178,8 +189,8 @@ def should_defer_flush(s, mm, sender):
 
 
 @jit_inline
-def tlbbatch_add(s, batch, mm, nr, sender):
-    """The TLB side of unmapping a folio of nr pages that `mm` maps accessibly (folio_tlb_mm), from
+def tlbbatch_add(s, batch, mm, head, nr, sender):
+    """The TLB side of unmapping the folio of nr pages at `head` that `mm` maps accessibly (folio_tlb_mm), from
     CPU `sender` with TTU_BATCH_FLUSH: the mm's CPUs join the batch when the flush can be deferred
     (set_tlb_ubc_flush_pending); otherwise each PTE is flushed at once (ptep_clear_flush: a
     one-page flush_tlb_mm_range)."""
@@ -192,7 +203,7 @@ def tlbbatch_add(s, batch, mm, nr, sender):
     else:
         local = cpu_in_mask(mask, sender)
         for i in range(nr):
-            flush_tlb_mask(s, mask, sender, 1, local)
+            flush_tlb_mask(s, mask, sender, head + i, 1, local)
 
 
 @jit_inline
@@ -218,7 +229,7 @@ def try_to_unmap_flush(s, batch, sender):
     is emptied. Returns the number of other CPUs flushed."""
     if batch_empty(batch):
         return 0
-    others = flush_tlb_mask(s, batch, sender, FLUSH_ALL, cpu_in_mask(batch, sender))
+    others = flush_tlb_mask(s, batch, sender, 0, FLUSH_ALL, cpu_in_mask(batch, sender))
     migrc_flush_end(s, batch)
     for w in range(MM_CPUMASK_WORDS):
         batch[w] = 0
@@ -277,13 +288,13 @@ def migrc_defer(s, mm):
 
 
 @jit_inline
-def try_to_migrate_tlb(s, batch, mm, nr, sender, deferred):
+def try_to_migrate_tlb(s, batch, mm, head, nr, sender, deferred):
     """The TLB side of try_to_migrate() for a folio that migrated: its CPUs go to MIGRC's read-only
     batch when migrc_can_defer() said so before the move (`deferred`), else tlbbatch_add()."""
     if deferred:
         migrc_defer(s, mm)
     else:
-        tlbbatch_add(s, batch, mm, nr, sender)
+        tlbbatch_add(s, batch, mm, head, nr, sender)
 
 
 @jit

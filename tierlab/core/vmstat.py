@@ -74,6 +74,17 @@ class Vm(IntEnum):
     NR_TLB_REMOTE_FLUSH_RECEIVED = 49
     NR_TLB_LOCAL_FLUSH_ALL = 50
     NR_TLB_LOCAL_FLUSH_ONE = 51
+    # the CPUs' TLBs (tlb_hw.py, with the TLB model on): page walks as Intel's generic perf events
+    # count them (dTLB-load-misses, dTLB-store-misses, iTLB-load-misses), the flushes each CPU executed
+    # (whole, and pages invalidated one by one), and the stale-translation checks
+    DTLB_LOAD_MISSES = 52
+    DTLB_STORE_MISSES = 53
+    ITLB_LOAD_MISSES = 54
+    TLB_CPU_FLUSH_ALL = 55
+    TLB_CPU_FLUSH_ONE = 56
+    TLB_STALE_HITS = 57          # hits on a translation to a frame the page has left (MIGRC's held source)
+    TLB_STALE_WRITE_HITS = 58    # stores through one: must stay 0
+    TLB_STALE_FREED_HITS = 59    # reads through one whose node holds no source any more: must stay 0
 
 
 VMSTAT_NAMES = tuple(v.name.lower() for v in Vm)

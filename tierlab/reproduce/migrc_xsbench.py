@@ -12,9 +12,19 @@ What is fitted and what is predicted:
   1/k). Here k comes out below 1: a lookup is mostly a chain of dependent loads (the binary
   search), and each access of the guest also pays what the model does not have yet, its TLB miss
   (a two-dimensional page walk under EPT), so k is that per-access cost against an idle line.
-- predicted: every vmstat row of both columns and the after column's run time. The rows the model
-  has no mechanism for yet (the perf events: itlb/dtlb/stlb flushes, dTLB and iTLB misses, which
-  need the per-CPU TLBs of issue #14's remaining part) are left out, not guessed.
+- predicted: every vmstat row of both columns and the after column's run time.
+- the perf rows come from the CPUs' TLBs (tlb_model=set_assoc, core/tlb_hw.py: Skylake's 4 KiB
+  TLBs, page walks at tlb_walk_ns, the text XSBench's lookup loop spans) and each has one number
+  calibrated on its before row:
+  - the flush events (itlb.itlb_flush, tlb_flush.dtlb_thread, tlb_flush.stlb_any) are a base rate
+    per CPU-second (what the model has no cause for: ticks, syscalls, context switches; fitted)
+    plus the flushes the model's CPUs executed, each counted twice under page-table isolation
+    (the kernel PCID's flush now, the user PCID's at the return to user space: flush_tlb_func ->
+    flush_tlb_local / flush_tlb_one_user with invalidate_user_asid), once without it;
+  - the misses (dTLB-load-misses, dTLB-store-misses, iTLB-load-misses) are the model's walks times
+    one factor (fitted): the scaled run's grids are --scale times smaller against the same TLBs,
+    and the kernel's own text (non-global under PTI, refetched after every flush) is not in the
+    model, so only the relative change is the model's claim.
 - the scored figures are the relative changes before -> after (`change_*` rows: the published
   value is the seed's own after/before - 1); absolute counters are reported beside them.
 
@@ -67,6 +77,11 @@ COUNTERS = ("numa_pages_migrated", "pgmigrate_success", "nr_tlb_remote_flush", "
             "nr_tlb_local_flush_all", "nr_tlb_local_flush_one")
 EXTRA = ("pgdemote_kswapd", "pgdemote_direct", "pgpromote_success", "numa_hint_faults", "numa_pte_updates",
          "pgfault")
+TLB_ROWS = ("dtlb_load_misses", "dtlb_store_misses", "itlb_load_misses", "tlb_cpu_flush_all", "tlb_cpu_flush_one",
+            "tlb_stale_hits", "tlb_stale_write_hits", "tlb_stale_freed_hits")
+PERF_FLUSHES = ("itlb.itlb_flush", "tlb_flush.dtlb_thread", "tlb_flush.stlb_any")
+PERF_MISSES = {"dTLB-load-misses": "dtlb_load_misses", "dTLB-store-misses": "dtlb_store_misses",
+               "iTLB-load-misses": "itlb_load_misses"}
 K_START = 1.0
 
 
@@ -83,14 +98,14 @@ def run_column(machine: Machine, scale: float, fraction: float, migrc: bool, ad:
     # guessed at ~75 ns per access of each thread
     guess_s = w.nr_accesses() * 75e-9 / w.threads
     sim = Simulation(machine.scaled(scale), Kernel(**knobs), w, seed=seed,
-                     sample_interval_ms=max(0.05, guess_s / 40 * 1e3))
+                     sample_interval_ms=max(0.05, guess_s / 40 * 1e3), tlb_model="set_assoc")
     res = sim.run().result()
     ts = res.timeseries
     t_end = float(res.summary["init_s"] + res.summary["lookup_s"])
     half = ts[ts.time_s <= t_end / 2].iloc[-1]
     rest = res.summary["lookup_s"] * (1 / fraction - 1)
     out = {}
-    for k in COUNTERS + EXTRA:
+    for k in COUNTERS + EXTRA + TLB_ROWS:
         rate = (float(res.counters[k]) - float(half[k])) / (t_end - float(half.time_s))
         out[k] = (float(res.counters[k]) + rate * rest) * scale
     out["time_elapsed_s"] = res.summary["lookup_s"] * scale / fraction
@@ -106,6 +121,32 @@ def calibrate(machine: Machine, target_s: float, scale: float, fraction: float, 
         return col["time_elapsed_s"] - target_s, col
 
     return fit_loads_in_flight(f, target_s, K_START, iters)
+
+
+def perf_rows(machine: Machine, pub: pd.DataFrame, before: dict, after: dict) -> tuple[dict, dict]:
+    """The perf events of both columns from the model's TLB counters, one number fitted per event on
+    its before row (see the module docstring). Returns ({(column, event): value}, the fitted numbers)."""
+    def published_before(metric):
+        return float(pub[(pub.experiment == f"{E}-before") & (pub.metric == metric)].published.iloc[0])
+
+    per_flush = 2 if machine.tlb.pti else 1
+    cpus = machine.nr_cpus
+
+    def flush_ops(col):
+        return per_flush * (col["tlb_cpu_flush_all"] + col["tlb_cpu_flush_one"])
+
+    out, fitted = {}, {}
+    for ev in PERF_FLUSHES:
+        base = max(0.0, (published_before(ev) - flush_ops(before)) / (cpus * before["time_elapsed_s"]))
+        fitted[f"{ev} base per CPU-s"] = base
+        for name, col in (("before", before), ("after", after)):
+            out[(f"{E}-{name}", ev)] = base * cpus * col["time_elapsed_s"] + flush_ops(col)
+    for ev, key in PERF_MISSES.items():
+        factor = published_before(ev) / before[key] if before[key] else float("nan")
+        fitted[f"{ev} factor"] = factor
+        for name, col in (("before", before), ("after", after)):
+            out[(f"{E}-{name}", ev)] = factor * col[key]
+    return out, fitted
 
 
 def _column(args):
@@ -131,16 +172,21 @@ def reproduce(scale: float = 64.0, progress: bool = False, jobs: int | None = No
     for col, vals in (("before", before), ("after", after)):
         for key, v in vals.items():
             sim[(f"{E}-{col}", key)] = v
+    perf, fitted = perf_rows(m, pub, before, after)
+    sim.update(perf)
     # the scored rows: relative changes, the seed's from its own two columns
     rows = []
-    for metric in ("time_elapsed_s",) + COUNTERS:
+    for metric in ("time_elapsed_s",) + COUNTERS + PERF_FLUSHES + tuple(PERF_MISSES):
         b = pub[(pub.experiment == f"{E}-before") & (pub.metric == metric)].published
         a = pub[(pub.experiment == f"{E}-after") & (pub.metric == metric)].published
         if len(a) and len(b):
             rows.append((f"{E}-change", metric, float(a.iloc[0] / b.iloc[0] - 1)))
-            sim[(f"{E}-change", metric)] = after[metric] / before[metric] - 1 if before[metric] else float("nan")
+            b_sim, a_sim = sim[(f"{E}-before", metric)], sim[(f"{E}-after", metric)]
+            sim[(f"{E}-change", metric)] = a_sim / b_sim - 1 if b_sim else float("nan")
     pub = pd.concat([pub, pd.DataFrame(rows, columns=["experiment", "metric", "published"])], ignore_index=True)
-    out = table(pub, sim, calibrated={(f"{E}-before", "time_elapsed_s")})
+    calibrated = {(f"{E}-before", metric) for metric in ("time_elapsed_s",) + PERF_FLUSHES + tuple(PERF_MISSES)}
+    out = table(pub, sim, calibrated=calibrated)
+    out.attrs["perf_fitted"] = fitted
     out.attrs["loads_in_flight_k"] = k
     out.attrs["scale"] = scale
     out.attrs["fraction"] = fraction
@@ -148,6 +194,6 @@ def reproduce(scale: float = 64.0, progress: bool = False, jobs: int | None = No
         b = before_ad[key]
         out.attrs[f"ad_supported_change_{key}"] = after_ad[key] / b - 1 if b else float("nan")
     out.attrs["migrc_pending_max_pages"] = after["migrc_pending_max"]
-    out.attrs["extra_before"] = {k: before[k] for k in EXTRA}
-    out.attrs["extra_after"] = {k: after[k] for k in EXTRA}
+    out.attrs["extra_before"] = {k: before[k] for k in EXTRA + TLB_ROWS}
+    out.attrs["extra_after"] = {k: after[k] for k in EXTRA + TLB_ROWS}
     return out

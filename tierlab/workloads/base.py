@@ -93,7 +93,8 @@ class Process:
     CPU ids, numactl --physcpubind) or `cpunodebind` (nodes, numactl --cpunodebind); threads go to
     the allowed CPU with the fewest tasks so far, lowest id first. `policy`/`policy_nodes`: its task
     memory policy (numactl --membind/--preferred/--interleave; 'bind|numa_balancing' is numactl
-    --balancing --membind), used by its VMAs that have no policy of their own."""
+    --balancing --membind), used by its VMAs that have no policy of their own. `text_pages`: the
+    pages of hot code its threads run (the iTLB's stream with the TLB model on, tlb_hw.py; 0: none)."""
     name: str
     threads: int = 1
     vmas: tuple[str, ...] = ()
@@ -103,6 +104,7 @@ class Process:
     cpunodebind: tuple[int, ...] = ()
     policy: str = "default"
     policy_nodes: tuple[int, ...] = ()
+    text_pages: int = 0
 
 
 def control_op(kind: str, slot: int = 0, npages: int = 0) -> tuple[int, int]:

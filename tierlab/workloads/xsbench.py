@@ -67,6 +67,12 @@ MAT_DIST = np.array([0.140, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.0
 POINT_BYTES = 48                                         # NuclideGridPoint: 6 doubles
 
 
+# The lookup loop's code: XSBench's openmp-threading build (gcc -O3 -flto, as its Makefile) puts
+# run_history_based_simulation's OpenMP body (0x6f2 bytes) and calculate_macro_xs (0x3e2 bytes, with
+# calculate_micro_xs and grid_search inlined) at 0x34f0-0x4182: two 4 KiB pages (nm -S of a build here).
+HOT_TEXT_PAGES = 2
+
+
 class XSBench(Workload):
     name = "xsbench"
     description = ("seed 004's benchmark: XSBench's history-based cross-section lookups over large read-only "
@@ -124,7 +130,7 @@ class XSBench(Workload):
 
     def processes(self) -> list[Process]:
         return [Process("xsbench", threads=self.threads, vmas=tuple(r.name for r in self.regions()),
-                        cpunodebind=self.cpunodebind)]
+                        cpunodebind=self.cpunodebind, text_pages=HOT_TEXT_PAGES)]
 
     def materials(self) -> list[np.ndarray]:
         """Nuclide ids of the 12 materials (see the module docstring)."""

@@ -1,0 +1,190 @@
+"""The CPUs' TLBs: per-CPU first-level data and instruction TLBs and a shared second level (STLB),
+set-associative with LRU replacement, as an x86 server core has them (the machine file's `[tlb]`
+table gives the geometry). What tlb.py's flushes do to them, and what they cost an access.
+
+- tlb_access(): the access path's translation (the one access path, memory.pte_access, after
+  any fault): the instruction fetch first (the task's text, an iTLB lookup), then the data
+  address: dTLB, then STLB, then a page walk that fills both. A store that hits an entry without
+  the write permission walks again (the PTE may have become writable). dTLB-load-misses,
+  dTLB-store-misses and iTLB-load-misses count the walks (an STLB miss), as Intel's generic perf
+  events do (DTLB_LOAD_MISSES.WALK_COMPLETED, ...).
+- cpu_tlb_flush(): a CPU executing a flush: a whole flush bumps the CPU's generation (every entry
+  filled under an older one is invalid: O(1)); a ranged one invalidates those pages (INVLPG).
+  tlb_cpu_flush_all / tlb_cpu_flush_one count what each CPU executed (the receipts, the sender's
+  own flush, and the flush a lazy CPU owes when it returns to a user task).
+- Lazy CPUs (tlb.cpu_is_lazy) are skipped by shootdowns; x86 flushes when such a CPU switches back
+  to the mm with a newer tlb_gen (switch_mm_irqs_off, need_flush): here a skipped CPU is marked and
+  flushes whole at its next translation.
+- Stale translations: each entry keeps the node of the frame it was filled with. A hit on an entry
+  whose node is not the page's node now is a stale translation -- MIGRC's window, where the
+  source frame is held and read-only. tlb_stale_hits counts them; tlb_stale_write_hits (a store
+  through one) and tlb_stale_freed_hits (a read whose node has no held source left) are the
+  invariants that must stay 0.
+
+Simplified: entries are tagged by page id (a page has one mapping, so its id is its virtual
+page; PCID keeps entries across switches between mm's, so no flush on a context switch); a
+PMD-mapped folio (a THP) takes one entry tagged by its head, in the same arrays (Skylake's STLB
+holds 4 KiB and 2 MiB entries alike; its separate 32-entry 2 MiB dTLB is not modelled); the
+instruction stream is the mm's `text_pages` pages of hot code fetched round robin, one per
+access (a loop whose text fits the iTLB misses only after a flush); kernel text (global pages)
+and read()/write()'s kernel mappings are not modelled; the x86 tlb_gen check that makes a
+receipt a no-op when an earlier flush already covered it is not modelled (each receipt flushes).
+With `geo` all zero (the Simulation's tlb_model off) nothing here runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit, jit_inline
+from .vmstat import Vm
+
+DTLB = 0        # levels: rows of TlbArrays.geo and the middle index of its entry arrays
+ITLB = 1
+STLB = 2
+NR_TLB_LEVELS = 3
+NO_TAG = np.int64(-1)
+TEXT_TAG_BASE = np.int64(-2)   # text page k of mm m: TEXT_TAG_BASE - m * TEXT_TAG_STRIDE - k
+TEXT_TAG_STRIDE = np.int64(1 << 20)
+
+
+@jit_inline
+def tlb_model_on(s):
+    return s.tlbs.geo[DTLB, 0] > 0
+
+
+@jit_inline
+def tlb_find(t, cpu, lvl, tag, gen):
+    """The way of `lvl` on `cpu` that holds `tag` under the CPU's generation, or -1."""
+    sets = t.geo[lvl, 0]
+    ways = t.geo[lvl, 1]
+    base = (tag & (sets - 1)) * ways
+    for i in range(base, base + ways):
+        if t.tag[cpu, lvl, i] == tag and t.gen[cpu, lvl, i] == gen:
+            return i
+    return -1
+
+
+@jit_inline
+def tlb_fill(t, cpu, lvl, tag, gen, tick, nid, writable):
+    """Put a translation in `lvl`: an invalid way (empty or of an older generation) if the set has
+    one, else the least recently used."""
+    sets = t.geo[lvl, 0]
+    ways = t.geo[lvl, 1]
+    base = (tag & (sets - 1)) * ways
+    victim = base
+    for i in range(base, base + ways):
+        if t.tag[cpu, lvl, i] == NO_TAG or t.gen[cpu, lvl, i] != gen:
+            victim = i
+            break
+        if t.stamp[cpu, lvl, i] < t.stamp[cpu, lvl, victim]:
+            victim = i
+    t.tag[cpu, lvl, victim] = tag
+    t.gen[cpu, lvl, victim] = gen
+    t.stamp[cpu, lvl, victim] = tick
+    t.node[cpu, lvl, victim] = nid
+    t.wr[cpu, lvl, victim] = writable
+    return victim
+
+
+@jit_inline
+def tlb_invalidate(t, cpu, lvl, tag, gen):
+    i = tlb_find(t, cpu, lvl, tag, gen)
+    if i >= 0:
+        t.tag[cpu, lvl, i] = NO_TAG
+
+
+@jit_inline
+def held_on(s, nid):
+    """Source folios MIGRC holds on node nid (kept by a batch or already pending)."""
+    return s.pgdat[nid].migrc_pending_nr + s.pgdat[nid].migrc_batch_nr
+
+
+@jit_inline
+def check_stale(s, t, cpu, lvl, i, nid, store, cpu_nid):
+    """A hit on way i: a translation to a frame on another node than the page's is stale."""
+    old = np.int64(t.node[cpu, lvl, i])
+    if old == nid:
+        return
+    s.counters[cpu_nid, Vm.TLB_STALE_HITS] += 1
+    if store:
+        s.counters[cpu_nid, Vm.TLB_STALE_WRITE_HITS] += 1
+    if held_on(s, old) == 0:
+        s.counters[cpu_nid, Vm.TLB_STALE_FREED_HITS] += 1
+
+
+@jit_inline
+def translate(s, t, cpu, cpu_nid, first, tag, nid, writable, store, gen, tick):
+    """One translation through `first` (DTLB or ITLB) and the STLB. Returns 1 for a page walk."""
+    i = tlb_find(t, cpu, first, tag, gen)
+    if i >= 0:
+        if not (store and not t.wr[cpu, first, i]):
+            t.stamp[cpu, first, i] = tick
+            check_stale(s, t, cpu, first, i, nid, store, cpu_nid)
+            return 0
+        t.tag[cpu, first, i] = NO_TAG      # a store to a read-only entry walks again
+    j = tlb_find(t, cpu, STLB, tag, gen)
+    if j >= 0:
+        if not (store and not t.wr[cpu, STLB, j]):
+            t.stamp[cpu, STLB, j] = tick
+            check_stale(s, t, cpu, STLB, j, nid, store, cpu_nid)
+            tlb_fill(t, cpu, first, tag, gen, tick, t.node[cpu, STLB, j], t.wr[cpu, STLB, j])
+            return 0
+        t.tag[cpu, STLB, j] = NO_TAG
+    tlb_fill(t, cpu, STLB, tag, gen, tick, nid, writable)
+    tlb_fill(t, cpu, first, tag, gen, tick, nid, writable)
+    return 1
+
+
+@jit
+def tlb_access(s, task, cpu, tag, nid, writable, store):
+    """The translations of one access by `task` on `cpu` to the page (or PMD-mapped folio head)
+    `tag` whose frame is on node nid, through a PTE that is `writable`: the fetch of the task's
+    next text page, then the data address. Counts the walks; returns their number."""
+    t = s.tlbs
+    cpu_nid = s.cpu[cpu].node
+    if t.need_flush[cpu]:
+        t.need_flush[cpu] = 0
+        cpu_tlb_flush(s, cpu, 0, 0)
+    gen = t.cpu_gen[cpu]
+    t.cpu_tick[cpu] += 1
+    tick = t.cpu_tick[cpu]
+    walks = 0
+    mm = s.task[task].mm
+    nt = s.mm[mm].text_pages
+    if nt > 0:
+        k = s.task[task].text_next
+        s.task[task].text_next = k + 1 if k + 1 < nt else 0
+        ttag = TEXT_TAG_BASE - mm * TEXT_TAG_STRIDE - k
+        if translate(s, t, cpu, cpu_nid, ITLB, ttag, -1, 0, False, gen, tick):
+            s.counters[cpu_nid, Vm.ITLB_LOAD_MISSES] += 1
+            walks += 1
+    if translate(s, t, cpu, cpu_nid, DTLB, tag, nid, 1 if writable else 0, store, gen, tick):
+        s.counters[cpu_nid, Vm.DTLB_STORE_MISSES if store else Vm.DTLB_LOAD_MISSES] += 1
+        walks += 1
+    return walks
+
+
+@jit_inline
+def cpu_tlb_flush(s, cpu, start, nr_pages):
+    """`cpu` executes a flush: whole (nr_pages 0, tlb.FLUSH_ALL) or of pages [start, start +
+    nr_pages) of the data and shared levels (INVLPG; a page's translation may be in both)."""
+    t = s.tlbs
+    if not tlb_model_on(s):
+        return
+    nid = s.cpu[cpu].node
+    if nr_pages == 0:
+        t.cpu_gen[cpu] += 1
+        s.counters[nid, Vm.TLB_CPU_FLUSH_ALL] += 1
+        return
+    gen = t.cpu_gen[cpu]
+    for pg in range(start, start + nr_pages):
+        tlb_invalidate(t, cpu, DTLB, pg, gen)
+        tlb_invalidate(t, cpu, STLB, pg, gen)
+    s.counters[nid, Vm.TLB_CPU_FLUSH_ONE] += nr_pages
+
+
+@jit_inline
+def cpu_tlb_skip_lazy(s, cpu):
+    """A lazy CPU a shootdown skipped flushes when it next runs a user task."""
+    if tlb_model_on(s):
+        s.tlbs.need_flush[cpu] = 1
