@@ -81,6 +81,20 @@ def test_quantum_is_recorded_and_rebuilds_the_run():
         build({**base, "quantum_us": 0})
 
 
+def test_tlb_model_is_recorded_and_rebuilds_the_run():
+    """The TLB model charges page walks, so it decides the clock: recorded, rebuilt, checked."""
+    base = {"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 3,
+            "params": {"file_size": "2GiB", "accesses": 20000, "policy": "bind:0", "io": "mmap"},
+            "knobs": {"demotion_enabled": 1}}
+    res = build({**base, "tlb_model": "set_assoc"}).run().result()
+    assert res.config["tlb_model"] == "set_assoc" and res.counters["dtlb_load_misses"] > 0
+    same_run(res, build(res.config).run().result())
+    off = build(base).run().result()
+    assert off.config["tlb_model"] == "off" and off.counters["dtlb_load_misses"] == 0
+    with pytest.raises(ConfigError, match="tlb_model.*accepted: off, set_assoc"):
+        build({**base, "tlb_model": "full"})
+
+
 def test_parquet_metadata_config_rebuilds_the_run(tmp_path):
     from tierlab.output import read_parquet, write_parquet
     res = calibrated_run()

@@ -188,16 +188,17 @@ def check_tlbs(sim):
             live = (t.tag[cpu, lvl] >= 0) & (t.gen[cpu, lvl] == t.cpu_gen[cpu])
             for i in np.flatnonzero(live).tolist():
                 page = int(t.tag[cpu, lvl, i])
-                o = int(s.pages.order[page]) & st.ORDER_MASK
+                o = int(s.pages.order[page]) & int(st.ORDER_MASK)
                 head = page & ~((1 << o) - 1)
                 f2 = int(s.pages.flags2[head])
-                mapped = (f2 & st.F2_PRESENT) and (f2 & st.F2_MAPPED) and not (s.pages.flags[head] & st.PG_PROTNONE)
+                mapped = bool(f2 & int(st.F2_PRESENT)) and bool(f2 & int(st.F2_MAPPED)) \
+                    and not (int(s.pages.flags[head]) & int(st.PG_PROTNONE))
                 if mapped and int(s.pages.node[head]) == int(t.node[cpu, lvl, i]):
                     continue
                 old = int(t.node[cpu, lvl, i])
                 assert sim.kernel.migrc and held[old] > 0 and not t.wr[cpu, lvl, i], \
                     f"CPU {cpu} level {lvl}: a stale translation of page {page} (node {old})"
-                assert not (f2 & st.F2_PTE_WRITE) or not mapped, f"page {page}: writable with a stale translation"
+                assert not (f2 & int(st.F2_PTE_WRITE)) or not mapped, f"page {page}: writable with a stale translation"
 
 
 def build(scn):

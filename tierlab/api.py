@@ -36,9 +36,6 @@ from .kernel import KNOBS, Kernel
 from .machine import Machine
 from .workloads.base import Progress, Workload
 
-# Simulation(tlb_model=...): "off" (flushes are counted, no TLB is simulated) or "set_assoc" (every
-# CPU's dTLB, iTLB and STLB as the machine's [tlb] table gives them, core/tlb_hw.py)
-TLB_MODELS = ("off", "set_assoc")
 
 SAMPLE_BLOCK = 4096
 DISKSTATS = ("rd_ios", "rd_sectors", "rd_ticks_ns", "wr_ios", "wr_sectors", "wr_ticks_ns", "last_done_ns")
@@ -120,7 +117,8 @@ class Simulation:
                  sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
                  fast_case: bool = True, tlb_model: str = "off"):
         from .config import check_parts
-        checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs, quantum_us)
+        checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs, quantum_us,
+                              tlb_model)
         self.machine = machine
         self.kernel = checked.kernel
         self.workload = workload
@@ -129,9 +127,7 @@ class Simulation:
         self.sample_interval_ms = checked.config.sample_interval_ms
         self.quantum_us = checked.config.quantum_us
         self.fast_case = bool(fast_case)   # False: every access takes the general case (for testing)
-        if tlb_model not in TLB_MODELS:
-            raise ConfigError(f"tlb_model: {tlb_model!r} is not accepted; accepted: {', '.join(TLB_MODELS)}")
-        self.tlb_model = tlb_model          # "set_assoc": the CPUs' TLBs are simulated (core/tlb_hw.py)
+        self.tlb_model = checked.config.tlb_model   # "set_assoc": the CPUs' TLBs are simulated (core/tlb_hw.py)
         self._regions = checked.regions
         self._layout = checked.layout
         self.nr_pages = checked.nr_pages
@@ -544,7 +540,7 @@ class Simulation:
         from .config import RunConfig
         overrides = {k: v for k, v in self.costs.items() if v != COSTS[k][0]}
         return RunConfig.from_parts(self.machine, self.kernel, self.workload, self.seed,
-                                    self.sample_interval_ms, overrides, self.quantum_us).to_dict()
+                                    self.sample_interval_ms, overrides, self.quantum_us, self.tlb_model).to_dict()
 
 
 def check_control_ops(ch, regions, state) -> None:
@@ -603,14 +599,14 @@ def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: 
 def build(config) -> Simulation:
     """A Simulation from a config dict (or a RunConfig): {"machine": preset name, TOML path or a
     machine dict as run, "workload": name, "params": {...}, "knobs": {...}, "scale": F, "seed": N,
-    "sample_interval_ms": X, "quantum_us": Q, "costs": {...}} (tierlab.config). Every key and value is validated
+    "sample_interval_ms": X, "quantum_us": Q, "tlb_model": M, "costs": {...}} (tierlab.config). Every key and value is validated
     before anything runs (`tierlab.config.validate`); errors name the key. `build(result.config)`
     repeats a run bit-identically."""
     from .config import check
     c = check(config)
     return Simulation(c.machine, c.kernel, c.workload, seed=c.config.seed,
                       sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs,
-                      quantum_us=c.config.quantum_us)
+                      quantum_us=c.config.quantum_us, tlb_model=c.config.tlb_model)
 
 
 def run_config(config, progress=None) -> Result:

@@ -68,6 +68,8 @@ def run_config_from_args(args: argparse.Namespace) -> dict:
         config["sample_interval_ms"] = args.sample_ms
     if args.quantum_us is not None:
         config["quantum_us"] = args.quantum_us
+    if args.tlb_model is not None:
+        config["tlb_model"] = args.tlb_model
     if args.cost:
         config["costs"] = _key_values(args.cost, "--cost")
     return config
@@ -354,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quantum-us", type=float, default=None, metavar="Q",
                    help="how far one CPU's clock may run ahead of the next one's, in simulated us "
                         "(default: 20; part of the result: it orders the CPUs' events)")
+    r.add_argument("--tlb-model", choices=("off", "set_assoc"), default=None,
+                   help="simulate every CPU's TLBs (set_assoc: dTLB, iTLB, STLB of the machine's [tlb] "
+                        "table; page walks cost time) or only count flushes (off, the default)")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table",
                    help="output on stdout (default: table)")
     r.add_argument("--out", metavar="FILE",

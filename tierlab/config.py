@@ -3,7 +3,8 @@
 A config is a plain dict (what the CLI, sweeps and notebooks pass around):
 
     {"machine": preset name, TOML path or a machine dict, "workload": name, "params": {...},
-     "knobs": {...}, "costs": {...}, "scale": F, "seed": N, "sample_interval_ms": X, "quantum_us": Q}
+     "knobs": {...}, "costs": {...}, "scale": F, "seed": N, "sample_interval_ms": X, "quantum_us": Q,
+     "tlb_model": "off" | "set_assoc"}
 
 `validate(config)` checks every key and value (the machine, the kernel's knob parsers, the
 workload's params, scale, seed, sample interval, quantum, costs, region nodes against the machine, host memory
@@ -14,8 +15,9 @@ and sweeps all go through it (`check` / `check_parts` below); there is no other 
 It returns a `RunConfig`: the machine *as run* (every capacity after `scale`, every cost after
 calibration, as a dict `Machine.from_dict` accepts; its name is a label), knobs as the kernel parses
 them (knobs at their default left out), costs overrides as floats (defaults left out), params as
-written, scale, seed, sample interval and quantum (the engine's interleaving of CPUs: it
-decides which of two CPUs' events comes first, so it is part of the result). `RunConfig.to_dict()` is what every Result carries
+written, scale, seed, sample interval, quantum (the engine's interleaving of CPUs: it
+decides which of two CPUs' events comes first, so it is part of the result) and the TLB model
+(whether the CPUs' TLBs are simulated: page walks cost time). `RunConfig.to_dict()` is what every Result carries
 (`Result.config`, `--format json`, Parquet metadata); `build(result.config)` rebuilds the same run,
 bit-identical. A machine given as a dict is taken as run: `scale` divides the workload's sized
 params only, not that machine's capacities (a preset name or TOML path is scaled).
@@ -29,7 +31,10 @@ from .errors import CapacityError, ConfigError
 from .units import parse_int, parse_number, parse_scale
 
 CONFIG_KEYS = ("machine", "workload", "params", "knobs", "costs", "scale", "seed", "sample_interval_ms",
-               "quantum_us")
+               "quantum_us", "tlb_model")
+# "set_assoc": every CPU's dTLB, iTLB and STLB as the machine's [tlb] table gives them (core/tlb_hw.py);
+# "off": flushes are counted, no TLB is simulated
+TLB_MODELS = ("off", "set_assoc")
 SEED_MAX = 2**63 - 1                    # seeds are int64 (sweep tables)
 SAMPLE_INTERVAL_MS = (1e-3, 1e12)       # 1 us .. ~31 years of simulated time, in int64 ns
 QUANTUM_US = (1e-3, 1e6)                # 1 ns .. 1 s: how far a CPU's clock may run ahead of the next's
@@ -54,12 +59,13 @@ class RunConfig:
     seed: int = 0
     sample_interval_ms: float = 100.0
     quantum_us: float = DEFAULT_QUANTUM_US
+    tlb_model: str = "off"
 
     def to_dict(self) -> dict:
         return {"machine": copy.deepcopy(self.machine), "workload": self.workload,
                 "params": dict(self.params), "knobs": dict(self.knobs), "costs": dict(self.costs),
                 "scale": self.scale, "seed": self.seed, "sample_interval_ms": self.sample_interval_ms,
-                "quantum_us": self.quantum_us}
+                "quantum_us": self.quantum_us, "tlb_model": self.tlb_model}
 
     @classmethod
     def from_dict(cls, config: dict) -> "RunConfig":
@@ -71,14 +77,15 @@ class RunConfig:
 
     @classmethod
     def from_parts(cls, machine, kernel, workload, seed: int, sample_interval_ms: float,
-                   costs: dict, quantum_us: float = DEFAULT_QUANTUM_US) -> "RunConfig":
+                   costs: dict, quantum_us: float = DEFAULT_QUANTUM_US, tlb_model: str = "off") -> "RunConfig":
         """The record of already-validated parts (a Machine, a Kernel, a Workload, ...)."""
         from .kernel import KNOBS
         knobs = {k: v for k, v in kernel.to_dict().items()
                  if KNOBS[k].default is None or v != float(KNOBS[k].default)}
         return cls(machine=machine.to_dict(), workload=workload.name, params=dict(workload.raw),
                    knobs=knobs, costs=dict(costs), scale=float(workload.scale), seed=int(seed),
-                   sample_interval_ms=float(sample_interval_ms), quantum_us=float(quantum_us))
+                   sample_interval_ms=float(sample_interval_ms), quantum_us=float(quantum_us),
+                   tlb_model=tlb_model)
 
 
 @dataclass
@@ -165,16 +172,18 @@ def check(config) -> Checked:
     workload = make_workload(config["workload"], dict(tables["params"]), scale=scale)
     return check_parts(machine, kernel, workload, config.get("seed", 0),
                        config.get("sample_interval_ms", 100.0), tables["costs"],
-                       config.get("quantum_us", DEFAULT_QUANTUM_US))
+                       config.get("quantum_us", DEFAULT_QUANTUM_US), config.get("tlb_model", "off"))
 
 
 def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, costs=None,
-                quantum_us=DEFAULT_QUANTUM_US) -> Checked:
+                quantum_us=DEFAULT_QUANTUM_US, tlb_model="off") -> Checked:
     """The checks of a run given as objects (the Python API's Simulation(...)): seed, sample
     interval, quantum, costs, region nodes against the machine, state memory, simulated accesses."""
     seed = parse_seed(seed)
     interval = parse_sample_interval(sample_interval_ms)
     quantum = parse_number(quantum_us, "quantum_us", *QUANTUM_US)
+    if tlb_model not in TLB_MODELS:
+        raise ConfigError(f"tlb_model: {tlb_model!r} is not accepted; accepted: {', '.join(TLB_MODELS)}")
     costs = parse_costs(costs or {})
     regions = workload.regions()
     for r in regions:
@@ -199,7 +208,7 @@ def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, cos
                           f"{f' ({named})' if named else ''} would simulate {accesses:.3g} accesses, "
                           f"~{_duration(accesses / EST_ACCESSES_PER_S)} of wall time; accepted: at most "
                           f"{MAX_ACCESSES:.0e} accesses")
-    rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs, quantum)
+    rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs, quantum, tlb_model)
     return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses, layout)
 
 

@@ -20,8 +20,9 @@ COSTS = {
     "numa_scan_pte_ns": (5.0, "ns", "change_pte_range() walking one present PTE that it leaves alone."),
     "numa_scan_update_ns": (25.0, "ns", "making one PTE PROT_NONE and stamping the folio's access time, "
                             "plus its share of the range's TLB flush."),
-    "migrate_batch_ns": (4000.0, "ns", "one migrate_pages() call: batch set-up, one batched TLB shootdown "
-                         "(try_to_unmap_flush, IPIs ~2-4 us), putback."),
+    "migrate_batch_ns": (1500.0, "ns", "one migrate_pages() call: batch set-up and putback, the 4 us of a call "
+                         "with one batched TLB shootdown less the shootdown (tlb_shootdown_ns), which is "
+                         "charged only when a flush is sent."),
     "migrate_folio_ns": (700.0, "ns", "per-folio migration work besides the copy: isolate/lock, rmap walk "
                          "and migration entries, allocate the destination, remap, LRU putback. "
                          "move_pages() of 4 KiB pages in 512-folio batches between the two nodes of a "
@@ -54,8 +55,16 @@ COSTS = {
                      "microbenchmarks put an order-0 free through the pcp lists at tens of ns."),
     "tlb_flush_ns": (500.0, "ns", "one tlb_flush_mmu(): the local flush of the range or the whole TLB and its "
                      "refill misses. Assumed."),
-    "tlb_ipi_ns": (1500.0, "ns", "each other CPU of mm_cpumask() a tlb_flush_mmu() shoots down (flush IPI and "
-                   "waiting for its ack), the per-target part of migrate_batch_ns's 2-4 us shootdown."),
+    "tlb_shootdown_ns": (2500.0, "ns", "a flush sent to other CPUs (flush_tlb_multi), to the sender: the IPIs go "
+                         "out together (x2APIC cluster mode; a KVM guest's PV send-IPI hypercall) and the "
+                         "sender waits for the last acknowledgement: a 2-4 us round trip, the same in "
+                         "migration batches (arch_tlbbatch_flush) and munmap (tlb_flush_mmu). Assumed "
+                         "from those figures."),
+    "tlb_ipi_ns": (200.0, "ns", "the sender's part per target CPU of a shootdown (its call_single_data queued, "
+                   "the cpumask walk, the ack it polls). Assumed."),
+    "tlb_flush_recv_ns": (1000.0, "ns", "a flush IPI on a target CPU, charged to the task running there: interrupt "
+                          "entry and exit (two CR3 switches under PTI), flush_tlb_func's flush. Assumed ~1 us "
+                          "in a guest with posted interrupts."),
     "tlb_walk_ns": (40.0, "ns", "one page walk after an STLB miss (tlb_hw.py, with the TLB model on): the "
                     "walker's loads of the paging structures, most of them from the paging-structure "
                     "caches and the data caches. Assumed: a native 4-level walk is ~20-40 cycles when "

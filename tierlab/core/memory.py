@@ -69,7 +69,7 @@ from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
-from .tlb import current_cpu, migrc_flush_free_folios
+from .tlb import current_cpu, flush_irqs_ns, migrc_flush_free_folios, shootdown_ns
 from .tlb_hw import tlb_access, tlb_model_on
 from .vmstat import Vm
 
@@ -196,10 +196,10 @@ def do_wp_page(s, p, hu, cpu_nid):
     (the store then dirties it). Under MIGRC the fault first gives up every deferred flush
     (migrc_flush_free_folios: the folio may be a held source's copy about to become writable).
     Counts the fault; returns its cost."""
-    migrc_flush_free_folios(s, current_cpu(s))
+    others = migrc_flush_free_folios(s, current_cpu(s))
     s.pages.flags2[hu] |= F2_PTE_WRITE
     s.counters[cpu_nid, Vm.PGFAULT] += 1
-    return p[P.FAULT_NS]
+    return p[P.FAULT_NS] + shootdown_ns(p, others)
 
 
 @jit_inline
@@ -215,9 +215,10 @@ def pte_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast):
     writable for a store, read-only for a load); a PROT_NONE PTE takes a hint fault and a store to
     a read-only PTE a write-protect fault -- in the fast case (`fast`) those return
     (ACCESS_NOT_MAPPED, ACCESS_HINT_FAULT, ACCESS_WP_FAULT) before any side effect, for the general
-    case to take. With the TLB model on, the translation goes through the CPU's TLBs once the faults
-    are done (tlb_hw.tlb_access; a PMD-mapped folio is one entry); each page walk costs
-    tlb_walk_ns. Returns (cost, ACCESS_*)."""
+    case to take. Once the faults are done the access pays the flush IPIs its CPU received
+    (tlb.flush_irqs_ns) and, with the TLB model on, translates through the CPU's TLBs
+    (tlb_hw.tlb_access; a PMD-mapped folio is one entry), each page walk costing tlb_walk_ns.
+    Returns (cost, ACCESS_*)."""
     pg = s.pages
     f = pg.flags[hu]
     if f & PG_PROTNONE:
@@ -248,6 +249,7 @@ def pte_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast):
         f = pg.flags[hu]
     if kind == OP_STORE and not (pg.flags2[hu] & F2_PTE_WRITE):
         cost += do_wp_page(s, p, hu, cpu_nid)
+    cost += flush_irqs_ns(s, p, s.task[task].cpu)
     if tlb_model_on(s):
         walks = tlb_access(s, task, s.task[task].cpu, page if nr < HPAGE_PMD_NR else head, np.int64(nid),
                            pte_write(s, head), kind == OP_STORE)

@@ -43,7 +43,7 @@ from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
 from .sched import sched_exit_task
-from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_mm_range, local_flush
+from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_mm_range, local_flush, shootdown_ns
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
     PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VM_WRITE, region_of,
@@ -126,7 +126,7 @@ def tlb_flush_mmu_ns(s, p, mm, fullmm, start, nr_pages):
         if cpu_in_mask(s.mm[mm].cpumask, sender):
             local_flush(s, sender, 0, FLUSH_ALL)
         return cost
-    cost += p[P.TLB_IPI_NS] * flush_tlb_mm_range(s, mm, sender, start, nr_pages)
+    cost += shootdown_ns(p, flush_tlb_mm_range(s, mm, sender, start, nr_pages))
     return cost
 
 

@@ -39,7 +39,9 @@ from .migrate import batch_cost, migrate_misplaced_folio, migrate_misplaced_foli
 from .numa_balancing import numa_migrate_check
 from .params import P
 from .state import folio_nr_pages, list_add, list_add_tail, list_del, promo_sentinel
-from .tlb import TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, try_to_migrate_tlb
+from .tlb import (
+    TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, shootdown_ns, try_to_migrate_tlb,
+)
 from .vmstat import Vm
 
 # enum PromoCap
@@ -115,7 +117,6 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
             try_to_migrate_tlb(s, batch, tlb_mm, x, nr, sender, keep)
         else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
-    migrc_batch_flush(s, batch, sender)
-    cost += batch_cost(p, nr_folios)
+    cost += shootdown_ns(p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, nr_folios)
     s.task[task].promo_count = 0
     return cost

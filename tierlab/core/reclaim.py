@@ -58,7 +58,7 @@ from .state import (
     PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_LOW, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
 )
 from .tlb import (
-    TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_flush_free_folios,
+    TLB_UBC, current_cpu, shootdown_ns, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_flush_free_folios,
     tlbbatch_add, try_to_migrate_tlb,
 )
 from .vmstat import Vm
@@ -286,8 +286,8 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             putback += 1
             continue
         reclaimed += got
-    migrc_batch_flush(s, batch, sender)
-    cost += charge(s, K.MIGRATE_PAGES, batch_cost(p, nr_demote_folios))
+    cost += charge(s, K.MIGRATE_PAGES, shootdown_ns(p, migrc_batch_flush(s, batch, sender))
+                   + batch_cost(p, nr_demote_folios))
     if putback > 0:                                                     # move_folios_to_lru, at the end
         cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, putback))), putback)
     s.counters[nid, Vm.PGSTEAL_KSWAPD if kswapd else Vm.PGSTEAL_DIRECT] += reclaimed

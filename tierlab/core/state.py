@@ -244,6 +244,7 @@ CPU_DTYPE = np.dtype([
     ("in_lru_fault", np.int64),      # current->in_lru_fault: a fault of a VMA with recency is running
                                      # here (lru_gen_enter_fault; folio_add_lru makes its folios active)
     ("first_task", np.int64),        # the CPU's tasks as a list (task.next_on_cpu), -1 terminated
+    ("flush_irqs", np.int64),        # flush IPIs received its task has not paid for yet (tlb.flush_irqs_ns)
     ("lru_batch_len", np.int64),
     ("lru_batch", np.int64, (LRU_BATCH_MAX,)),   # the per-CPU lru_add folio batch
 ], align=True)

@@ -32,11 +32,16 @@ no local flush (the seed 004 guest: 45.2 M received for 3.03 M sent, 14.9 per fl
 Simplifications: mm_cpumask holds every CPU that ever ran the mm (x86 6.7 clears a CPU when it
 switches to another mm, so a CPU now running another process is still sent the flush here);
 freed page tables (which make x86 send to lazy CPUs too) are not tracked, so munmap's flushes
-skip lazy CPUs as well; there is no per-CPU TLB generation, so every non-lazy CPU of the mask
-receives each flush (the kernel counts the receipt before it checks whether there is anything to
-do); exit_mmap's flushes (fullmm) are the exiting CPU's local flush only, as mm.py costs them. The
-costs of flushes stay where they were (mm.py's tlb_flush_ns and tlb_ipi_ns, migrate_batch_ns): the
-counters do not move the clock yet. The flush paths that run per batch, not per access, are
+skip lazy CPUs as well; the mm's tlb_gen check is not modelled (flush_tlb_func returns early on
+a CPU an earlier flush already brought up to date), so every non-lazy CPU of the mask receives
+and executes each flush (the kernel counts the receipt before that check); what a flush does to
+the CPUs' TLBs is tlb_hw.py's; exit_mmap's flushes (fullmm) are the exiting CPU's local flush only, as mm.py costs them.
+
+Costs: a sender pays shootdown_ns() for a flush it sends (migration and demotion batches,
+munmap, a write-protect fault giving MIGRC up; the NUMA scanner's range flushes are in
+numa_scan_update_ns, and the MIGRC releases an allocation makes are not costed), each target
+tlb_flush_recv_ns (flush_irqs_ns, at its task's next access through page tables; a task doing
+only read()/write() never pays it). The flush paths that run per batch, not per access, are
 compiled out of line (`jit`).
 """
 from __future__ import annotations
@@ -130,6 +135,7 @@ def flush_tlb_mask(s, mask, sender, start, nr_pages, local_in_mask):
                     cpu_tlb_skip_lazy(s, c)
                 else:
                     s.counters[s.cpu[c].node, Vm.NR_TLB_REMOTE_FLUSH_RECEIVED] += 1
+                    s.cpu[c].flush_irqs += 1
                     cpu_tlb_flush(s, c, start, nr_pages)
                     others += 1
         local = cpu_in_mask(mask, sender)
@@ -139,6 +145,26 @@ def flush_tlb_mask(s, mask, sender, start, nr_pages, local_in_mask):
         else:
             local_flush(s, sender, start, nr_pages)
     return others
+
+
+@jit_inline
+def shootdown_ns(p, others):
+    """What sending a flush to `others` other CPUs costs the sender: the round trip
+    (tlb_shootdown_ns) and a per-target part (tlb_ipi_ns); nothing when none was sent."""
+    if others == 0:
+        return 0.0
+    return p[P.TLB_SHOOTDOWN_NS] + p[P.TLB_IPI_NS] * others
+
+
+@jit_inline
+def flush_irqs_ns(s, p, cpu):
+    """The flush IPIs `cpu` received since its task last paid for them (tlb_flush_recv_ns each),
+    charged to the task's next access through page tables."""
+    n = s.cpu[cpu].flush_irqs
+    if n == 0:
+        return 0.0
+    s.cpu[cpu].flush_irqs = 0
+    return n * p[P.TLB_FLUSH_RECV_NS]
 
 
 @jit_inline

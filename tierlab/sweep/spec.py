@@ -17,13 +17,14 @@ RUN_FORMAT = 1
 SPEC_KEYS = {
     "name": "the sweep's name (also the table's file name: DIR/<name>.parquet)",
     "description": "free text",
-    "base": "the base run: machine, workload, params, knobs, costs, scale, seed, sample_interval_ms, quantum_us",
-    "grid": "keys varied as a cartesian product: \"params.X\", \"knobs.Y\", \"costs.Z\", machine, workload, scale, sample_interval_ms, quantum_us",
+    "base": "the base run: machine, workload, params, knobs, costs, scale, seed, sample_interval_ms, quantum_us, tlb_model",
+    "grid": "keys varied as a cartesian product: \"params.X\", \"knobs.Y\", \"costs.Z\", machine, workload, scale, sample_interval_ms, quantum_us, tlb_model",
     "zip": "lists of equal length varied together ([zip], or several [[zip]] groups)",
     "repeat": "seeds = [..] or count = N",
 }
-BASE_KEYS = ("machine", "workload", "params", "knobs", "costs", "scale", "seed", "sample_interval_ms", "quantum_us")
-VARY_TOP = ("machine", "workload", "scale", "sample_interval_ms", "quantum_us")
+BASE_KEYS = ("machine", "workload", "params", "knobs", "costs", "scale", "seed", "sample_interval_ms", "quantum_us",
+             "tlb_model")
+VARY_TOP = ("machine", "workload", "scale", "sample_interval_ms", "quantum_us", "tlb_model")
 VARY_TABLES = ("params", "knobs", "costs")
 REPEAT_KEYS = ("seeds", "count")
 EXECUTORS = ("local", "dask", "serial")
