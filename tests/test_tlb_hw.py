@@ -85,6 +85,17 @@ def test_a_whole_flush_takes_every_entry_and_a_ranged_one_its_pages():
     assert _delta(sim, before) == (2, 0, 0, 0, 2)
 
 
+def test_a_pmd_mapped_folio_is_one_entry_and_invlpg_of_any_page_removes_it():
+    sim = _sim(regions=(Region("thp", "anon", 512, order=9),))
+    run(sim, seq([0], STORE))                     # one 2 MiB folio, one translation
+    before = counters(sim)
+    run(sim, seq([5, 300, 511], LOAD))
+    assert _delta(sim, before) == (0, 0, 0, 0, 0)
+    flush_tlb_mm_range(sim.state, 0, 0, 100, 1)   # INVLPG of an address in its middle
+    run(sim, seq([5, 300], LOAD))
+    assert _delta(sim, before) == (1, 0, 0, 0, 1)
+
+
 def test_a_store_to_a_read_only_entry_walks_again():
     sim = _sim(regions=(Region("f", "file", 16, mapped=True),))
     run(sim, seq([0], LOAD))                      # a read fault maps the file page read-only

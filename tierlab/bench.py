@@ -52,11 +52,19 @@ _HOT_CHUNKS = {
     "knobs": {"demotion_enabled": 1, "numa_balancing": 2},
     "seed": 0,
 }
+_XSBENCH = {
+    "machine": "qemu-2node", "workload": "xsbench", "scale": 64,
+    "params": {"cpunodebind": "0"},
+    "knobs": {"numa_balancing": 2, "demotion_enabled": 1, "migrc": "on", "migration_entry_ad": 0},
+    "seed": 1,
+}
 SIZES = {
     # file-read: scale divides the 1 TB machine and the 128 GiB file; random-read: accesses
     "full": {"file_read_scale": 16, "random_read_scale": 1, "random_read_accesses": 5_000_000, "hot_chunks_scale": 64,
+             "xsbench_particles": 5_000_000,
              "lcs": dict(n_requests=10_000_000, n_pages=1_000_000, capacity=100_000)},
     "quick": {"file_read_scale": 128, "random_read_scale": 2, "random_read_accesses": 1_000_000, "hot_chunks_scale": 128,
+              "xsbench_particles": 1_000_000,
               "lcs": dict(n_requests=1_000_000, n_pages=100_000, capacity=10_000)},
 }
 STARTUP_ARGS = ["run", "--machine", "qemu-2node", "--workload", "random-read", "--param", "file_size=64MiB",
@@ -71,7 +79,11 @@ def bench_configs(quick: bool = False) -> list[tuple[str, dict]]:
     hc = {**_HOT_CHUNKS, "scale": z["hot_chunks_scale"]}
     # the same random reads under pressure with the multi-gen LRU (issue 12: within 1.5x of the classic LRU)
     rr_mglru = {**rr, "knobs": {**rr["knobs"], "lru_gen": "y"}}
-    return [("file-read", fr), ("random-read", rr), ("random-read-mglru", rr_mglru), ("hot-chunks", hc)]
+    # seed 004's shape, counting flushes only and then with every CPU's TLBs simulated (tlb_hw.py)
+    xs = {**_XSBENCH, "params": {**_XSBENCH["params"], "particles": z["xsbench_particles"]}}
+    xs_tlb = {**xs, "tlb_model": "set_assoc"}
+    return [("file-read", fr), ("random-read", rr), ("random-read-mglru", rr_mglru), ("hot-chunks", hc),
+            ("xsbench", xs), ("xsbench-tlb", xs_tlb)]
 
 
 def _tiny(config: dict) -> dict:
@@ -82,6 +94,8 @@ def _tiny(config: dict) -> dict:
         c["params"]["accesses"] = 10_000
     if "cycles" in c["params"]:
         c["params"]["cycles"] = 2
+    if "particles" in c["params"]:
+        c["params"]["particles"] = 100_000
     return c
 
 

@@ -70,7 +70,7 @@ from .state import (
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .tlb import current_cpu, flush_irqs_ns, migrc_flush_free_folios, shootdown_ns
-from .tlb_hw import tlb_access, tlb_model_on
+from .tlb_hw import tlb_access, tlb_model_on, translation_tag
 from .vmstat import Vm
 
 HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fault is do_huge_pmd_numa_page()
@@ -251,7 +251,7 @@ def pte_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast):
         cost += do_wp_page(s, p, hu, cpu_nid)
     cost += flush_irqs_ns(s, p, s.task[task].cpu)
     if tlb_model_on(s):
-        walks = tlb_access(s, task, s.task[task].cpu, page if nr < HPAGE_PMD_NR else head, np.int64(nid),
+        walks = tlb_access(s, task, s.task[task].cpu, translation_tag(s, page), np.int64(nid),
                            pte_write(s, head), kind == OP_STORE)
         cost += walks * p[P.TLB_WALK_NS]
     f |= PG_YOUNG

@@ -26,8 +26,9 @@ page; PCID keeps entries across switches between mm's, so no flush on a context 
 PMD-mapped folio (a THP) takes one entry tagged by its head, in the same arrays (Skylake's STLB
 holds 4 KiB and 2 MiB entries alike; its separate 32-entry 2 MiB dTLB is not modelled); the
 instruction stream is the mm's `text_pages` pages of hot code fetched round robin, one per
-access (a loop whose text fits the iTLB misses only after a flush); kernel text (global pages)
-and read()/write()'s kernel mappings are not modelled; the x86 tlb_gen check that makes a
+access (a loop whose text fits the iTLB misses only after a flush); kernel text (global pages,
+though not under PTI), read()/write()'s kernel mappings and loads of the shared zero page are not
+translated here; the x86 tlb_gen check that makes a
 receipt a no-op when an earlier flush already covered it is not modelled (each receipt flushes).
 With `geo` all zero (the Simulation's tlb_model off) nothing here runs.
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit, jit_inline
+from .state import ORDER_MASK
 from .vmstat import Vm
 
 DTLB = 0        # levels: rows of TlbArrays.geo and the middle index of its entry arrays
@@ -45,11 +47,22 @@ NR_TLB_LEVELS = 3
 NO_TAG = np.int64(-1)
 TEXT_TAG_BASE = np.int64(-2)   # text page k of mm m: TEXT_TAG_BASE - m * TEXT_TAG_STRIDE - k
 TEXT_TAG_STRIDE = np.int64(1 << 20)
+HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (memory.py): one entry
 
 
 @jit_inline
 def tlb_model_on(s):
     return s.tlbs.geo[DTLB, 0] > 0
+
+
+@jit_inline
+def translation_tag(s, page):
+    """The tag of the entry that translates `page`: the page, or the head of the PMD-mapped folio
+    holding it (one 2 MiB entry; an INVLPG of any of its addresses removes it)."""
+    nr = np.int64(1) << np.int64(s.pages.order[page] & ORDER_MASK)
+    if nr >= HPAGE_PMD_NR:
+        return page & ~(nr - 1)
+    return page
 
 
 @jit_inline
@@ -178,8 +191,9 @@ def cpu_tlb_flush(s, cpu, start, nr_pages):
         return
     gen = t.cpu_gen[cpu]
     for pg in range(start, start + nr_pages):
-        tlb_invalidate(t, cpu, DTLB, pg, gen)
-        tlb_invalidate(t, cpu, STLB, pg, gen)
+        tag = translation_tag(s, pg)
+        tlb_invalidate(t, cpu, DTLB, tag, gen)
+        tlb_invalidate(t, cpu, STLB, tag, gen)
     s.counters[nid, Vm.TLB_CPU_FLUSH_ONE] += nr_pages
 
 
