@@ -68,9 +68,7 @@ class Device:
 
     @classmethod
     def from_dict(cls, d: dict, where: str) -> "Device":
-        if not isinstance(d, dict):
-            raise ConfigError(f"{where}: expected a table with keys {', '.join(_DEVICE_KEYS)}, got {d!r}")
-        _check_keys(d, _DEVICE_KEYS, where)
+        _check_table(d, _DEVICE_KEYS, where)
         dev = cls(name=str(d["name"]),
                   **{k: _number(d, k, where, float, 0) for k in ("read_latency_us", "write_latency_us")},
                   **{k: _number(d, k, where, float, 0, strict=True)
@@ -106,9 +104,7 @@ class Tlb:
 
     @classmethod
     def from_dict(cls, d: dict, where: str) -> "Tlb":
-        if not isinstance(d, dict):
-            raise ConfigError(f"{where}: expected a table with keys {', '.join(_TLB_KEYS)}, got {d!r}")
-        _check_keys(d, _TLB_KEYS, where)
+        _check_table(d, _TLB_KEYS, where)
         if not isinstance(d["pti"], bool):
             raise ConfigError(f"{where}.pti: {d['pti']!r} is not accepted; accepted: true or false")
         t = cls(**{k: _number(d, k, where, int, 1) for k in _TLB_KEYS if k != "pti"}, pti=d["pti"])
@@ -328,6 +324,13 @@ class Machine:
                         f"{d.read_latency_us} us; write {d.write_bandwidth_GBps} GB/s, {d.write_iops:.0f} IOPS; "
                         f"queue depth {d.queue_depth}, max_sectors_kb {d.max_sectors_kb}")
         return "\n".join(rows)
+
+
+def _check_table(d, keys: dict, where: str) -> None:
+    """Refuse anything but a table with exactly `keys` (name -> meaning)."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: expected a table with keys {', '.join(keys)}, got {d!r}")
+    _check_keys(d, keys, where)
 
 
 def _check_keys(d: dict, keys: dict, where: str) -> None:

@@ -9,9 +9,10 @@ machine: before (v6.7) and after (migrc=on).
 What is fitted and what is predicted:
 - calibrated: one number, k, every node's random-line latency divided by k (seed 002's "loads in
   flight"), fitted so that the before column's run time matches the seed's 2252.9 s (secant on
-  1/k). Here k comes out below 1: a lookup is mostly a chain of dependent loads (the binary
-  search), and each access of the guest also pays what the model does not have yet, its TLB miss
-  (a two-dimensional page walk under EPT), so k is that per-access cost against an idle line.
+  1/k). Here k comes out below 1 (0.75): a lookup is mostly a chain of dependent loads (the
+  binary search). The page walks are charged apart (tlb_walk_ns), but the scaled grids miss the
+  STLB less often than the full-size ones, so k also absorbs the walks the scaled run does not
+  make.
 - predicted: every vmstat row of both columns and the after column's run time.
 - the perf rows come from the CPUs' TLBs (tlb_model=set_assoc, core/tlb_hw.py: Skylake's 4 KiB
   TLBs, page walks at tlb_walk_ns, the text XSBench's lookup loop spans) and each has one number
