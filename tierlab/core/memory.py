@@ -199,7 +199,7 @@ def do_wp_page(s, p, hu, cpu_nid):
     others = migrc_flush_free_folios(s, current_cpu(s))
     s.pages.flags2[hu] |= F2_PTE_WRITE
     s.counters[cpu_nid, Vm.PGFAULT] += 1
-    return p[P.FAULT_NS] + shootdown_ns(p, others)
+    return p[P.FAULT_NS] + shootdown_ns(s, p, others)
 
 
 @jit_inline

@@ -126,7 +126,7 @@ def tlb_flush_mmu_ns(s, p, mm, fullmm, start, nr_pages):
         if cpu_in_mask(s.mm[mm].cpumask, sender):
             local_flush(s, sender, 0, FLUSH_ALL)
         return cost
-    cost += shootdown_ns(p, flush_tlb_mm_range(s, mm, sender, start, nr_pages))
+    cost += shootdown_ns(s, p, flush_tlb_mm_range(s, mm, sender, start, nr_pages))
     return cost
 
 

@@ -117,6 +117,6 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
             try_to_migrate_tlb(s, batch, tlb_mm, x, nr, sender, keep)
         else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
-    cost += shootdown_ns(p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, nr_folios)
+    cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, nr_folios)
     s.task[task].promo_count = 0
     return cost

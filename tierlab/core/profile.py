@@ -38,6 +38,10 @@ Functions (`K`, named as perf names the symbol that does the work):
     inc_max_seq                   MGLRU aging: inc_min_seq() moving the oldest generation (lru_gen_sort_ns)
     walk_pte_range                MGLRU aging's page-table walk (lru_gen_walk_pte_ns, lru_gen_walk_young_ns)
     lru_gen_look_around           MGLRU's look-around from eviction's rmap walk (same costs)
+    native_flush_tlb_multi        sending a TLB shootdown and waiting for the acknowledgements
+                                  (tlb_shootdown_ns, tlb_ipi_ns per target: tlb.shootdown_ns)
+    flush_tlb_func                a received flush IPI, charged to the task of the CPU it reached
+                                  (tlb_flush_recv_ns: tlb.flush_irqs_ns)
     io_wait                       not CPU work: the task waits for its I/O (sched.py: a waiting task keeps
                                   its CPU, so its runtime includes the wait); left out of CPU shares
 
@@ -73,6 +77,8 @@ KSYMS = (
     "inc_max_seq",
     "walk_pte_range",
     "lru_gen_look_around",
+    "native_flush_tlb_multi",
+    "flush_tlb_func",
     "io_wait",
 )
 K = IntEnum("K", {n.strip("_").replace("(", "_").replace(")", "").upper(): i for i, n in enumerate(KSYMS)})

@@ -286,8 +286,8 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             putback += 1
             continue
         reclaimed += got
-    cost += charge(s, K.MIGRATE_PAGES, shootdown_ns(p, migrc_batch_flush(s, batch, sender))
-                   + batch_cost(p, nr_demote_folios))
+    cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender))
+    cost += charge(s, K.MIGRATE_PAGES, batch_cost(p, nr_demote_folios))
     if putback > 0:                                                     # move_folios_to_lru, at the end
         cost += lru_lock(s, p, nid, now + np.int64(max(0.0, cost - lru_lock_hold(p, putback))), putback)
     s.counters[nid, Vm.PGSTEAL_KSWAPD if kswapd else Vm.PGSTEAL_DIRECT] += reclaimed

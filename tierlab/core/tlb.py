@@ -50,6 +50,7 @@ import numpy as np
 
 from ._jit import jit, jit_inline
 from .params import P
+from .profile import K, charge
 from .tlb_hw import cpu_tlb_flush, cpu_tlb_skip_lazy
 from .state import F2_MAPPED, F2_PTE_WRITE, MM_CPUMASK_WORDS, NO_MM, PG_DIRTY, PG_PROTNONE, region_of
 from .vmstat import Vm
@@ -148,12 +149,13 @@ def flush_tlb_mask(s, mask, sender, start, nr_pages, local_in_mask):
 
 
 @jit_inline
-def shootdown_ns(p, others):
-    """What sending a flush to `others` other CPUs costs the sender: the round trip
-    (tlb_shootdown_ns) and a per-target part (tlb_ipi_ns); nothing when none was sent."""
+def shootdown_ns(s, p, others):
+    """What sending a flush to `others` other CPUs costs the sender (charged to
+    native_flush_tlb_multi): the round trip (tlb_shootdown_ns) and a per-target part (tlb_ipi_ns);
+    nothing when none was sent."""
     if others == 0:
         return 0.0
-    return p[P.TLB_SHOOTDOWN_NS] + p[P.TLB_IPI_NS] * others
+    return charge(s, K.NATIVE_FLUSH_TLB_MULTI, p[P.TLB_SHOOTDOWN_NS] + p[P.TLB_IPI_NS] * others)
 
 
 @jit_inline
@@ -164,7 +166,7 @@ def flush_irqs_ns(s, p, cpu):
     if n == 0:
         return 0.0
     s.cpu[cpu].flush_irqs = 0
-    return n * p[P.TLB_FLUSH_RECV_NS]
+    return charge(s, K.FLUSH_TLB_FUNC, n * p[P.TLB_FLUSH_RECV_NS])
 
 
 @jit_inline

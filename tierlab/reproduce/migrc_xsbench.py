@@ -9,7 +9,7 @@ machine: before (v6.7) and after (migrc=on).
 What is fitted and what is predicted:
 - calibrated: one number, k, every node's random-line latency divided by k (seed 002's "loads in
   flight"), fitted so that the before column's run time matches the seed's 2252.9 s (secant on
-  1/k). Here k comes out below 1 (0.75): a lookup is mostly a chain of dependent loads (the
+  1/k). Here k comes out below 1: a lookup is mostly a chain of dependent loads (the
   binary search). The page walks are charged apart (tlb_walk_ns), but the scaled grids miss the
   STLB less often than the full-size ones, so k also absorbs the walks the scaled run does not
   make.
