@@ -63,8 +63,9 @@ class Scripted(Workload):
         return 4
 
 
-def make_sim(mach, regions, nr_tasks=1, seed=0, tlb_model="off", **knobs):
-    return Simulation(mach, Kernel(**knobs), Scripted(regions, nr_tasks), seed=seed, tlb_model=tlb_model)
+def make_sim(mach, regions, nr_tasks=1, seed=0, tlb_model="off", page_alloc_model="counts", **knobs):
+    return Simulation(mach, Kernel(**knobs), Scripted(regions, nr_tasks), seed=seed, tlb_model=tlb_model,
+                      page_alloc_model=page_alloc_model)
 
 
 def chunk(*per_task):

@@ -194,3 +194,18 @@ def test_engine_cache_detection(tmp_path, monkeypatch):
     (tmp_path / "x" / "y").mkdir(parents=True)
     (tmp_path / "x" / "y" / "engine.run-427.py311.nbi").write_bytes(b"")
     assert jitcache.engine_cached()
+
+
+def test_page_alloc_model_is_recorded_and_rebuilds_the_run():
+    """The buddy allocator decides which large folios can be allocated: recorded, rebuilt, checked."""
+    base = {"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 3,
+            "params": {"file_size": "2GiB", "accesses": 20000, "policy": "bind:0", "io": "mmap"},
+            "knobs": {"demotion_enabled": 1}}
+    res = build({**base, "page_alloc_model": "buddy"}).run().result()
+    assert res.config["page_alloc_model"] == "buddy" and res.buddyinfo is not None
+    assert res.buddyinfo.to_numpy().sum() > 0
+    same_run(res, build(res.config).run().result())
+    off = build(base).run().result()
+    assert off.config["page_alloc_model"] == "counts" and off.buddyinfo is None
+    with pytest.raises(ConfigError, match="page_alloc_model.*accepted: counts, buddy"):
+        build({**base, "page_alloc_model": "slab"})

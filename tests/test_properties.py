@@ -6,7 +6,9 @@ After every chunk of accesses:
   node, with PG_lru), one CPU's lru_add batch (F2_BATCHED, no PG_lru) or one task's promotion list
   (PG_isolated); lists are well linked; lru_size is the pages on each list; nr_isolated the pages
   isolated per node;
-- free + present pages == managed on every node, free >= 0, counters >= 0;
+- free + present pages (+ MIGRC's held sources, + the buddy's per-CPU lists) == managed on every
+  node, free >= 0, counters >= 0; with the buddy every frame is in exactly one place (a free block,
+  a per-CPU list, a held source or one present page: test_buddy.check_buddy);
 - shadows / swap entries only on non-present pages; swap in use == swapped pages <= swap size;
 - pgsteal_{kswapd,direct} >= pgdemote_{kswapd,direct} (demotion counts as reclaim), nothing is
   demoted from a node without a lower tier or with demotion disabled, anon is never scanned on a
@@ -23,6 +25,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as hs
 
 from simkit import CXL, DRAM, READ, STORE, counters, machine, make_sim, node_counter, run, seq
+from test_buddy import check_buddy
 from tierlab.core import state as st
 from tierlab.core import tlb_hw as st_tlb
 from tierlab.core.ops import OP_LOAD, OP_READ, OP_STORE, OP_STREAM, OP_SYSCALL_END, OP_WRITE
@@ -100,7 +103,13 @@ def scenario_from_seed(seed, orders=(0,)):
         p_syscall_end=pick([1.0, 1.0, 0.5]),
         hot=pick([None, 0.1, 0.5]),
     )
-    return nodes, regions, knobs, nr_tasks, lengths, mix, int(rng.integers(0, 1000))
+    sim_seed = int(rng.integers(0, 1000))
+    # drawn last, so the draws above (and the examples they give) stay as they were
+    knobs.update(page_alloc_model=pick(["counts", "buddy"]),
+                 anon_folio_orders=pick(["region", "region", "baseline-4k", "v1", "v2", "v2-simple-order", "mthp"]),
+                 arch_wants_pte_order=pick([2, 3, 4]),
+                 huge_anon_orders_always=pick(["2M", "16K,64K", "16K,32K,64K,2M"]))
+    return nodes, regions, knobs, nr_tasks, lengths, mix, sim_seed
 
 
 def scenarios(orders=(0,)):
@@ -300,7 +309,11 @@ def check_invariants(sim):
     # MIGRC's held sources are neither free nor a page's: freed exactly once, at a covering flush
     held = s.pgdat["migrc_pending_nr"]
     assert (held >= 0).all() and (s.pgdat["migrc_batch_nr"] == 0).all()
-    assert (s.pgdat["free"] + used + held).tolist() == s.pgdat["managed"].tolist()
+    # with the buddy, NR_FREE_PAGES leaves out the pages on the CPUs' lists (buddy.py)
+    pcp = s.buddy.pcp_count.sum(axis=0)
+    assert (s.pgdat["free"] + pcp + used + held).tolist() == s.pgdat["managed"].tolist()
+    if sim.page_alloc_model == "buddy":
+        check_buddy(s)
     assert (s.counters >= 0).all(), [VMSTAT_NAMES[i] for i in np.flatnonzero((s.counters < 0).any(axis=0))]
 
     shadow = (s.pages.flags2 & (st.F2_SHADOW | st.F2_SWAPPED)) != 0

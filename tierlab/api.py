@@ -29,7 +29,7 @@ from .core.numa_balancing import mm_first_scan_jiffies, reset_promotion_state, t
 from .core.params import KNOB_NAMES, NR_PARAMS, P
 from .core.sched import place_kswapds
 from .core.profile import KSYMS, NOT_CPU
-from .core.vmstat import NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
+from .core.vmstat import MTHP_STAT_NAMES, NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
 from .kernel import KNOBS, Kernel
@@ -71,6 +71,11 @@ class Result:
     devices: pd.DataFrame | None = None   # per block device: /proc/diskstats fields
     summary: dict = field(default_factory=dict)   # the workload's own report (Workload.summary: fio's JSON)
     hint_latency: pd.DataFrame = field(default_factory=pd.DataFrame)
+    mthp: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per anon folio size (hugepages-16kB .. hugepages-2048kB, orders 2..9): the per-size stats of
+    # /sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/stats (core/huge_memory.py)
+    buddyinfo: pd.DataFrame | None = None
+    # with page_alloc_model="buddy": /proc/buddyinfo, free blocks per node and order at the end
     # a sample of should_numa_migrate_memory()'s latency tests (core/numa_balancing.hint_latency_log):
     # time_s (simulated), latency and threshold in `unit` (ms of the kernel's clock, or hint faults of
     # the mm with hint_fault_latency=fault_count), every `stride`-th test of the run (df.attrs)
@@ -115,10 +120,10 @@ def state_bytes(nr_pages: int) -> int:
 class Simulation:
     def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
                  sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
-                 fast_case: bool = True, tlb_model: str = "off"):
+                 fast_case: bool = True, tlb_model: str = "off", page_alloc_model: str = "counts"):
         from .config import check_parts
         checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs, quantum_us,
-                              tlb_model)
+                              tlb_model, page_alloc_model)
         self.machine = machine
         self.kernel = checked.kernel
         self.workload = workload
@@ -128,6 +133,7 @@ class Simulation:
         self.quantum_us = checked.config.quantum_us
         self.fast_case = bool(fast_case)   # False: every access takes the general case (for testing)
         self.tlb_model = checked.config.tlb_model   # "set_assoc": the CPUs' TLBs are simulated (core/tlb_hw.py)
+        self.page_alloc_model = checked.config.page_alloc_model   # "buddy": frames from core/buddy.py
         self._regions = checked.regions
         self._layout = checked.layout
         self.nr_pages = checked.nr_pages
@@ -179,6 +185,7 @@ class Simulation:
             mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
             mm_text_pages=[pr.text_pages for pr in lay.processes],
             tlb_geometry=m.tlb.geometry() if self.tlb_model == "set_assoc" else None,
+            buddy=self.page_alloc_model == "buddy",
             mm_next_scan=mm_first_scan_jiffies(self.kernel, lay.mm_start_ns, self.workload.scale),
             nr_marks=w.nr_marks(), nr_counters=NR_VMSTAT_ITEMS,
             sample_cols=sample_columns(m.nr_nodes), sample_rows=SAMPLE_BLOCK,
@@ -377,7 +384,8 @@ class Simulation:
                      task_times_s=task_times, marks_s=marks, sim_time_s=float(s.task["end"].max() / 1e9),
                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
                      devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times(),
-                     hint_latency=self.hint_latency(), profile=self.profile())
+                     hint_latency=self.hint_latency(), profile=self.profile(), mthp=self.mthp_stats(),
+                     buddyinfo=self.buddyinfo())
         res.summary = self.workload.summary(res, self.phase_start_ns)
         return res
 
@@ -476,6 +484,25 @@ class Simulation:
         return pd.DataFrame(rows, columns=["node", "type", "tier", "refaulted", "evicted", "protected",
                                            "avg_refaulted", "avg_total", "refault_rate", "tier_idx"])
 
+    def mthp_stats(self) -> pd.DataFrame:
+        """Per anon folio size (orders 2 .. PMD): its sysfs stats (vmstat.MTHP_STAT_NAMES)."""
+        orders = range(2, self.state.mthp.shape[0])
+        df = pd.DataFrame(self.state.mthp[2:], columns=list(MTHP_STAT_NAMES),
+                          index=pd.Index([f"hugepages-{4 << o}kB" for o in orders], name="size"))
+        df.insert(0, "order", list(orders))
+        return df
+
+    def buddyinfo(self) -> pd.DataFrame | None:
+        """/proc/buddyinfo: free blocks per node (rows, by name) and order (columns 0..10); None
+        without the buddy allocator. Pages on per-CPU lists are not in it, as in the kernel."""
+        b = self.state.buddy
+        if b.order.shape[0] == 0:
+            return None
+        df = pd.DataFrame(b.nr_free, columns=list(range(b.nr_free.shape[1])),
+                          index=pd.Index([nd.name for nd in self.machine.nodes], name="node"))
+        df.columns.name = "order"
+        return df
+
     def _locks(self) -> pd.DataFrame:
         """One row per lock: `lock` (lru_lock, xa_lock), `of` (the node or file), acquisitions,
         hold_ns and wait_ns summed over them, `contended` (acquisitions that waited) and `beyond`
@@ -540,7 +567,8 @@ class Simulation:
         from .config import RunConfig
         overrides = {k: v for k, v in self.costs.items() if v != COSTS[k][0]}
         return RunConfig.from_parts(self.machine, self.kernel, self.workload, self.seed,
-                                    self.sample_interval_ms, overrides, self.quantum_us, self.tlb_model).to_dict()
+                                    self.sample_interval_ms, overrides, self.quantum_us, self.tlb_model,
+                                    self.page_alloc_model).to_dict()
 
 
 def check_control_ops(ch, regions, state) -> None:
@@ -599,14 +627,15 @@ def simulate(machine: Machine, kernel: Kernel | None, workload: Workload, seed: 
 def build(config) -> Simulation:
     """A Simulation from a config dict (or a RunConfig): {"machine": preset name, TOML path or a
     machine dict as run, "workload": name, "params": {...}, "knobs": {...}, "scale": F, "seed": N,
-    "sample_interval_ms": X, "quantum_us": Q, "tlb_model": M, "costs": {...}} (tierlab.config). Every key and value is validated
+    "sample_interval_ms": X, "quantum_us": Q, "tlb_model": M, "page_alloc_model": A, "costs": {...}} (tierlab.config). Every key and value is validated
     before anything runs (`tierlab.config.validate`); errors name the key. `build(result.config)`
     repeats a run bit-identically."""
     from .config import check
     c = check(config)
     return Simulation(c.machine, c.kernel, c.workload, seed=c.config.seed,
                       sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs,
-                      quantum_us=c.config.quantum_us, tlb_model=c.config.tlb_model)
+                      quantum_us=c.config.quantum_us, tlb_model=c.config.tlb_model,
+                      page_alloc_model=c.config.page_alloc_model)
 
 
 def run_config(config, progress=None) -> Result:

@@ -70,6 +70,8 @@ def run_config_from_args(args: argparse.Namespace) -> dict:
         config["quantum_us"] = args.quantum_us
     if args.tlb_model is not None:
         config["tlb_model"] = args.tlb_model
+    if args.page_alloc_model is not None:
+        config["page_alloc_model"] = args.page_alloc_model
     if args.cost:
         config["costs"] = _key_values(args.cost, "--cost")
     return config
@@ -359,6 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tlb-model", choices=("off", "set_assoc"), default=None,
                    help="simulate every CPU's TLBs (set_assoc: dTLB, iTLB, STLB of the machine's [tlb] "
                         "table; page walks cost time) or only count flushes (off, the default)")
+    r.add_argument("--page-alloc-model", choices=("counts", "buddy"), default=None,
+                   help="give folios physical frames from a buddy allocator with per-CPU lists (buddy: a large "
+                        "folio can fail to allocate when memory is fragmented) or count free pages per node "
+                        "(counts, the default)")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table",
                    help="output on stdout (default: table)")
     r.add_argument("--out", metavar="FILE",

@@ -4,7 +4,7 @@ A config is a plain dict (what the CLI, sweeps and notebooks pass around):
 
     {"machine": preset name, TOML path or a machine dict, "workload": name, "params": {...},
      "knobs": {...}, "costs": {...}, "scale": F, "seed": N, "sample_interval_ms": X, "quantum_us": Q,
-     "tlb_model": "off" | "set_assoc"}
+     "tlb_model": "off" | "set_assoc", "page_alloc_model": "counts" | "buddy"}
 
 `validate(config)` checks every key and value (the machine, the kernel's knob parsers, the
 workload's params, scale, seed, sample interval, quantum, costs, region nodes against the machine, host memory
@@ -31,10 +31,13 @@ from .errors import CapacityError, ConfigError
 from .units import parse_int, parse_number, parse_scale
 
 CONFIG_KEYS = ("machine", "workload", "params", "knobs", "costs", "scale", "seed", "sample_interval_ms",
-               "quantum_us", "tlb_model")
+               "quantum_us", "tlb_model", "page_alloc_model")
 # "set_assoc": every CPU's dTLB, iTLB and STLB as the machine's [tlb] table gives them (core/tlb_hw.py);
 # "off": flushes are counted, no TLB is simulated
 TLB_MODELS = ("off", "set_assoc")
+# "buddy": physical frames from a buddy allocator with per-CPU lists (core/buddy.py): large folios can
+# fail to allocate; "counts": a node's memory is a count of free pages
+PAGE_ALLOC_MODELS = ("counts", "buddy")
 SEED_MAX = 2**63 - 1                    # seeds are int64 (sweep tables)
 SAMPLE_INTERVAL_MS = (1e-3, 1e12)       # 1 us .. ~31 years of simulated time, in int64 ns
 QUANTUM_US = (1e-3, 1e6)                # 1 ns .. 1 s: how far a CPU's clock may run ahead of the next's
@@ -60,12 +63,14 @@ class RunConfig:
     sample_interval_ms: float = 100.0
     quantum_us: float = DEFAULT_QUANTUM_US
     tlb_model: str = "off"
+    page_alloc_model: str = "counts"
 
     def to_dict(self) -> dict:
         return {"machine": copy.deepcopy(self.machine), "workload": self.workload,
                 "params": dict(self.params), "knobs": dict(self.knobs), "costs": dict(self.costs),
                 "scale": self.scale, "seed": self.seed, "sample_interval_ms": self.sample_interval_ms,
-                "quantum_us": self.quantum_us, "tlb_model": self.tlb_model}
+                "quantum_us": self.quantum_us, "tlb_model": self.tlb_model,
+                "page_alloc_model": self.page_alloc_model}
 
     @classmethod
     def from_dict(cls, config: dict) -> "RunConfig":
@@ -77,7 +82,8 @@ class RunConfig:
 
     @classmethod
     def from_parts(cls, machine, kernel, workload, seed: int, sample_interval_ms: float,
-                   costs: dict, quantum_us: float = DEFAULT_QUANTUM_US, tlb_model: str = "off") -> "RunConfig":
+                   costs: dict, quantum_us: float = DEFAULT_QUANTUM_US, tlb_model: str = "off",
+                   page_alloc_model: str = "counts") -> "RunConfig":
         """The record of already-validated parts (a Machine, a Kernel, a Workload, ...)."""
         from .kernel import KNOBS
         knobs = {k: v for k, v in kernel.to_dict().items()
@@ -85,7 +91,7 @@ class RunConfig:
         return cls(machine=machine.to_dict(), workload=workload.name, params=dict(workload.raw),
                    knobs=knobs, costs=dict(costs), scale=float(workload.scale), seed=int(seed),
                    sample_interval_ms=float(sample_interval_ms), quantum_us=float(quantum_us),
-                   tlb_model=tlb_model)
+                   tlb_model=tlb_model, page_alloc_model=page_alloc_model)
 
 
 @dataclass
@@ -172,18 +178,21 @@ def check(config) -> Checked:
     workload = make_workload(config["workload"], dict(tables["params"]), scale=scale)
     return check_parts(machine, kernel, workload, config.get("seed", 0),
                        config.get("sample_interval_ms", 100.0), tables["costs"],
-                       config.get("quantum_us", DEFAULT_QUANTUM_US), config.get("tlb_model", "off"))
+                       config.get("quantum_us", DEFAULT_QUANTUM_US), config.get("tlb_model", "off"),
+                       config.get("page_alloc_model", "counts"))
 
 
 def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, costs=None,
-                quantum_us=DEFAULT_QUANTUM_US, tlb_model="off") -> Checked:
+                quantum_us=DEFAULT_QUANTUM_US, tlb_model="off", page_alloc_model="counts") -> Checked:
     """The checks of a run given as objects (the Python API's Simulation(...)): seed, sample
     interval, quantum, costs, region nodes against the machine, state memory, simulated accesses."""
     seed = parse_seed(seed)
     interval = parse_sample_interval(sample_interval_ms)
     quantum = parse_number(quantum_us, "quantum_us", *QUANTUM_US)
-    if tlb_model not in TLB_MODELS:
-        raise ConfigError(f"tlb_model: {tlb_model!r} is not accepted; accepted: {', '.join(TLB_MODELS)}")
+    for key, value, accepted in (("tlb_model", tlb_model, TLB_MODELS),
+                                 ("page_alloc_model", page_alloc_model, PAGE_ALLOC_MODELS)):
+        if value not in accepted:
+            raise ConfigError(f"{key}: {value!r} is not accepted; accepted: {', '.join(accepted)}")
     costs = parse_costs(costs or {})
     regions = workload.regions()
     for r in regions:
@@ -208,7 +217,7 @@ def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, cos
                           f"{f' ({named})' if named else ''} would simulate {accesses:.3g} accesses, "
                           f"~{_duration(accesses / EST_ACCESSES_PER_S)} of wall time; accepted: at most "
                           f"{MAX_ACCESSES:.0e} accesses")
-    rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs, quantum, tlb_model)
+    rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs, quantum, tlb_model, page_alloc_model)
     return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses, layout)
 
 

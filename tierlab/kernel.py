@@ -32,6 +32,8 @@ class Knob:
             return float(self.choices[key])
         if self.unit == "pages" and isinstance(value, str) and not _is_number(value):
             v = parse_size(value, self.name) // 4096
+        elif self.unit == "orders" and isinstance(value, str) and not _is_number(value):
+            v = float(_orders_of_sizes(value, self.name))
         else:
             try:
                 v = float(value)
@@ -41,10 +43,27 @@ class Knob:
         if not (self.lo <= v <= self.hi):
             raise ConfigError(f"{self.name}: {value!r} is out of range; accepted: {_fmt(self.lo)} .. {_fmt(self.hi)}"
                               + (f" or one of {', '.join(self.choices)}" if self.choices else ""))
+        if self.unit == "orders" and (int(v) != v or int(v) & 3):
+            raise ConfigError(f"{self.name}: {value!r} is not accepted; accepted: a bitmask of orders 2..9 "
+                              "(bits 0 and 1 clear: anon folios are never order 1, order 0 is always allowed) "
+                              "or a list of sizes 16K..2M")
         if self.choices is not None and v not in self.choices.values():
             raise ConfigError(f"{self.name}: {value!r} is not accepted; accepted: "
                               f"{', '.join(f'{k} ({v})' for k, v in self.choices.items())}")
         return v
+
+
+def _orders_of_sizes(value: str, name: str) -> int:
+    """"16K,64K,2M" -> the bitmask of their orders (each a power of two from 16 KiB to 2 MiB)."""
+    mask = 0
+    for part in value.split(","):
+        size = parse_size(part.strip(), name)
+        order = (size // 4096).bit_length() - 1
+        if size < 16384 or size > 2 << 20 or 4096 << order != size:
+            raise ConfigError(f"{name}: {part.strip()!r} is not accepted; accepted: sizes 16K, 32K, ... 2M "
+                              "(powers of two), comma-separated")
+        mask |= 1 << order
+    return mask
 
 
 def _is_number(s: str) -> bool:
@@ -146,6 +165,20 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "read-only, clean PTEs skips the TLB shootdown and keeps the source folio until a later flush "
          "covers the CPUs, a write-protect fault or allocation pressure frees it",
          choices={"off": 0, "on": 1}),
+    Knob("anon_folio_orders", 0, "enum", 0, 5,
+         "seed 001 (variable-order large anon folios v1/v2, Ryan Roberts 2023) and 6.8+ multi-size THP",
+         "the order of a new anon folio at a write fault (core/huge_memory.py): region (each region's own "
+         "order, the default), baseline-4k (order 0), v1 (arch_wants_pte_order, else the highest lower "
+         "order that fits and is unpopulated; on allocation failure the next lower), v2 (the same choice, "
+         "failure falls to order 0), v2-simple-order (arch_wants_pte_order or 0), mthp (the highest order "
+         "of huge_anon_orders_always that fits and is unpopulated, then each lower one on failure)",
+         choices={"region": 0, "baseline-4k": 1, "v1": 2, "v2-simple-order": 3, "v2": 4, "mthp": 5}),
+    Knob("arch_wants_pte_order", 4, "order", 2, 9, "seed 001 arch_wants_pte_order() (arm64: contpte, 64 KiB)",
+         "the preferred anon folio order of the v1, v2 and v2-simple-order policies (4: 64 KiB)"),
+    Knob("huge_anon_orders_always", 1 << 9, "orders", 0, (1 << 10) - 4,
+         "/sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/enabled = always (6.8+)",
+         "the anon folio orders the mthp policy may use, as a bitmask of orders 2..9 or a list of sizes "
+         "(\"16K,64K,2M\"); default 2M only (top-level THP always, the other sizes never)"),
     Knob("migration_entry_ad", 1, "bool", 0, 1, "mm/swapfile.c swap_migration_ad_supported (boot-time)",
          "migration entries keep the PTE's young and dirty bits (6.0+), so a migrated folio's new PTE is as "
          "dirty as the old one; the kernel sets it when arch_max_swapfile_size() >= 2^SWP_MIG_TOTAL_BITS, "

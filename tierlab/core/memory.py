@@ -2,7 +2,7 @@
 
 - fault_in(): handle_mm_fault() for a page that is not present: do_anonymous_page() (a read of
   untouched anon memory maps the shared zero page; a write allocates and zeroes a folio of the
-  region's order, alloc_anon_folio()), do_swap_page() (swap-in, major fault), and for file pages a
+  region's order, or of the order the anon_folio_orders policy picks: alloc_anon_folio()), do_swap_page() (swap-in, major fault), and for file pages a
   page-cache miss (filemap.py and readahead.py: a window read from the device; a fault through mmap
   counts as a major fault). The folio itself comes from page_alloc.folio_alloc_add().
 - pte_access(): the present-PTE part of a load/store: a first touch of a present folio installs
@@ -62,7 +62,8 @@ from .ops import (
     ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
     OP_PAGE, OP_STORE, OP_STREAM, OP_WRITE,
 )
-from .page_alloc import filemap_add_folio, folio_alloc_add, folio_order_for
+from .huge_memory import anon_fault_order, anon_orders_policy, count_anon_fault, next_order
+from .page_alloc import GFP_KERNEL, GFP_TRANSHUGE_LIGHT, filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
 from .profile import K, charge
 from .state import (
@@ -71,9 +72,33 @@ from .state import (
 )
 from .tlb import current_cpu, flush_irqs_ns, migrc_flush_free_folios, shootdown_ns
 from .tlb_hw import tlb_access, tlb_model_on, translation_tag
-from .vmstat import Vm
+from .vmstat import MthpStat, Vm
 
 HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fault is do_huge_pmd_numa_page()
+
+
+@jit
+def alloc_anon_folio(s, p, r, cpu, page, clock, scratch, cands):
+    """alloc_anon_folio(): the folio of a write fault on unpopulated anonymous memory, or of a
+    swap-in (order 0), under a seed-001 policy (huge_memory.py): the order as `anon_folio_orders`
+    chooses it, allocated GFP_TRANSHUGE_LIGHT, falling back on failure, counted per size. Out of
+    line: faults only. Returns what page_alloc.folio_alloc_add() returns."""
+    cpu_nid = s.cpu[cpu].node
+    order, orders = (np.int64(0), np.int64(1))
+    if not (s.pages.flags2[page] & F2_SWAPPED):
+        order, orders = anon_fault_order(s, p, r, page)
+    cost = 0.0
+    while order > 0:
+        nid, head, nr, nr_swapped, c = folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands,
+                                                       GFP_TRANSHUGE_LIGHT)
+        cost += c
+        if nid >= 0:
+            count_anon_fault(s, cpu_nid, order, MthpStat.ANON_FAULT_ALLOC, Vm.THP_FAULT_ALLOC)
+            return nid, head, nr, nr_swapped, cost
+        count_anon_fault(s, cpu_nid, order, MthpStat.ANON_FAULT_FALLBACK, Vm.THP_FAULT_FALLBACK)
+        order = next_order(orders, order)
+    nid, head, nr, nr_swapped, c = folio_alloc_add(s, p, r, cpu, page, 0, clock, scratch, cands, GFP_KERNEL)
+    return nid, head, nr, nr_swapped, cost + c
 
 
 @jit_inline
@@ -107,8 +132,12 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         cost, ok = filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands)
         s.cpu[cpu].in_lru_fault = 0
         return cost, ok
-    order = folio_order_for(s, r, page)
-    nid, head, nr, nr_swapped, cost = folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands)
+    if anon and anon_orders_policy(p):
+        nid, head, nr, nr_swapped, cost = alloc_anon_folio(s, p, r, cpu, page, clock, scratch, cands)
+    else:
+        order = folio_order_for(s, r, page)
+        nid, head, nr, nr_swapped, cost = folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands,
+                                                          GFP_KERNEL)
     if nid < 0:
         s.cpu[cpu].in_lru_fault = 0
         return cost, False

@@ -23,7 +23,8 @@ from ._jit import jit, jit_inline
 
 from .cost import migrate_batch_ns, migrate_folio_ns
 from .lru import lruvec_add_folio, lruvec_del_folio
-from .mmzone import take_pages, wakeup_kswapd, zone_alloc_ok, zone_free_pages
+from .buddy import buddy_on, hold_folio_frames
+from .mmzone import free_folio, take_pages, wakeup_kswapd, zone_alloc_ok, zone_free_pages
 from .params import P
 from .state import F2_ANON, PG_DIRTY, PG_ISOLATED, PG_LRU, PG_PROTNONE, WMARK_HIGH, WMARK_MIN, folio_nr_pages
 from .tlb import current_cpu, migrc_flush_free_folios
@@ -40,9 +41,10 @@ def move_isolated_folio(s, p, head, dst, keep_src, now):
     cost = migrate_folio_ns(s, p, src, dst, nr, now)
     if keep_src:
         s.pgdat[src].migrc_batch_nr += nr
+        if buddy_on(s):
+            hold_folio_frames(s, head)
     else:
-        s.pgdat[src].free += nr
-        s.counters[src, Vm.PGFREE] += nr
+        free_folio(s, head)
     take_pages(s, dst, head, nr)
     # remove_migration_pte(): the new PTE keeps writable and young but is built from the VMA's
     # protection, so a PROT_NONE (hint-fault) PTE comes back accessible -- and read-only, since

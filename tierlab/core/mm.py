@@ -25,8 +25,8 @@ no VMA at all. Anon folios of an unmapped range are taken off the LRU and freed;
 entries are released.
 
 Simplifications: a VMA is a whole slot (no munmap of a hole: brk-style tail shrinking only); a
-large folio cut by a brk shrink is freed whole (the kernel splits it and frees the tail, the head
-part faults in again here); the lru_add batches of every CPU are drained before a zap (the kernel
+large anon folio a brk shrink cuts is split before the zap (huge_memory.deferred_split_at: the
+deferred_split shrinker's work done at once), so only the pages past the new end are freed; the lru_add batches of every CPU are drained before a zap (the kernel
 drains the local CPU's; folios in other CPUs' batches are freed when those drain); freed pages go
 back to their node as they are walked (the mmu_gather batches are counted for the cost: within
 one op nothing can observe the difference); exit_mmap's flushes are local (no other thread of the
@@ -38,6 +38,7 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .fadvise import generic_fadvise
+from .huge_memory import deferred_split_at
 from .lru import folio_mark_accessed, folio_mark_accessed_end, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
@@ -140,6 +141,9 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
     pg = s.pages
     mm = s.regions.mm[r]
     anon = s.regions.kind[r] == REGION_ANON
+    if anon:
+        deferred_split_at(s, lo)        # a large folio the range cuts keeps only its other part
+        deferred_split_at(s, hi)
     cost = 0.0
     gathered = 0
     freed = 0
@@ -249,14 +253,8 @@ def do_brk(s, p, task, r, npages, now):
     cost = 0.0
     if new_end < s.regions.end[r]:
         cost += lru_add_drain_all(s, p, now)
-        # a large folio the new end cuts is freed whole (see the module docstring)
-        lo = new_end
-        if lo > s.regions.start[r] and (s.pages.flags2[lo] & F2_PRESENT) == 0:
-            o = np.int64(s.pages.order[lo] & ORDER_MASK)
-            head = lo & ~((np.int64(1) << o) - 1)
-            if head >= s.regions.start[r] and head < lo and (s.pages.flags2[head] & F2_PRESENT):
-                lo = head
-        cost += zap_pte_range(s, p, r, lo, s.regions.end[r], False, now + np.int64(cost))
+        # a large folio the new end cuts is split (see the module docstring)
+        cost += zap_pte_range(s, p, r, new_end, s.regions.end[r], False, now + np.int64(cost))
     s.regions.end[r] = new_end
     return True, cost
 

@@ -7,8 +7,11 @@ wakeup_kswapd()/pgdat_balanced(). These sit below both the allocator (page_alloc
 (reclaim.py), which use them, so the two can call each other's entry points without an import cycle
 (numba needs an acyclic import graph).
 
-Simplifications: one zone per node; no per-CPU page lists, no fragmentation or buddy orders (a
-later issue adds the buddy allocator); watermark checks compare free pages only.
+With the run's page allocator the buddy (buddy.py) a folio gets frames from it and the
+watermark check of an order > 0 allocation also needs a free block of that order; otherwise a
+node's memory is a count of free pages, handed out in allocation order.
+
+Simplifications: one zone per node; no lowmem_reserve.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import numpy as np
 from ._jit import jit_inline
 
 from .params import NUMA_BALANCING_MEMORY_TIERING, P
+from .buddy import alloc_frames, buddy_high_order_ok, buddy_on, free_folio_frames
 from .state import F2_CONTIG, WMARK_HIGH, WMARK_PROMO, folio_nr_pages
 from .tlb import current_cpu, migrc_flush_free_folios
 from .vmstat import Vm
@@ -86,7 +90,19 @@ def zone_free_pages(s, nid):
 
 @jit_inline
 def zone_watermark_ok(s, nid, nr, mark):
-    return zone_free_pages(s, nid) - nr >= s.pgdat[nid].wmark[mark]
+    """__zone_watermark_ok() for an allocation of nr = 2**order pages: free pages beyond the mark,
+    and with the buddy a free block of the order."""
+    if zone_free_pages(s, nid) - nr < s.pgdat[nid].wmark[mark]:
+        return False
+    return buddy_high_order_ok(s, nid, folio_order_of_nr(nr))
+
+
+@jit_inline
+def folio_order_of_nr(nr):
+    order = 0
+    while (np.int64(1) << order) < nr:
+        order += 1
+    return order
 
 
 @jit_inline
@@ -103,30 +119,40 @@ def zone_alloc_ok(s, nid, nr, mark):
 
 @jit_inline
 def take_pages(s, nid, head, nr):
-    """Account an allocation of the folio at page `head` (nr pages) on node `nid`.
+    """Account an allocation of the folio at page `head` (nr pages) on node `nid`: its frames from
+    the buddy (buddy.alloc_frames), or without the buddy frames handed out in allocation order.
 
-    Frames on a node are handed out in allocation order, so a folio is physically adjacent to the
-    previous one allocated on the node: F2_CONTIG records whether that previous one was page head-1
-    (the model of destination locality that list_add vs list_add_tail changes)."""
+    F2_CONTIG records whether the folio's first frame follows page head-1's last one (the model of
+    destination locality that list_add vs list_add_tail changes). Without the buddy a folio is
+    physically adjacent to the previous one allocated on the node."""
     if s.pgdat[nid].free < nr and s.pgdat[nid].migrc_pending_nr > 0:
         # the watermark passed on MIGRC's held sources but the free lists are short: the
         # allocation falls to the slow path, whose migrc pause flushes and frees them
         migrc_flush_free_folios(s, current_cpu(s))
-    s.pgdat[nid].free -= nr
     for i in range(nr):
         s.pages.node[head + i] = nid
-    if s.pgdat[nid].last_alloc == head - 1:
+    if buddy_on(s):
+        alloc_frames(s, current_cpu(s), nid, head, folio_order_of_nr(nr))
+        contig = head > 0 and s.buddy.pfn[head - 1] >= 0 and s.buddy.pfn[head - 1] + 1 == s.buddy.pfn[head]
+    else:
+        s.pgdat[nid].free -= nr
+        contig = s.pgdat[nid].last_alloc == head - 1
+        s.pgdat[nid].last_alloc = head + nr - 1
+    if contig:
         s.pages.flags2[head] |= F2_CONTIG
     else:
         s.pages.flags2[head] &= ~F2_CONTIG
-    s.pgdat[nid].last_alloc = head + nr - 1
     s.counters[nid, Vm.PGALLOC] += nr
 
 
 @jit_inline
 def free_folio(s, head):
-    """Return a folio's pages to its node's free pool (the page itself keeps its node as history)."""
+    """Return a folio's pages to its node (the page itself keeps its node as history): its frames
+    to the buddy (free_unref_folio), or to the node's count."""
     nid = s.pages.node[head]
     nr = folio_nr_pages(s, head)
-    s.pgdat[nid].free += nr
+    if buddy_on(s):
+        free_folio_frames(s, current_cpu(s), head)
+    else:
+        s.pgdat[nid].free += nr
     s.counters[nid, Vm.PGFREE] += nr

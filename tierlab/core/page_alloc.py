@@ -7,13 +7,15 @@ rounds, then OOM), with mm/mempolicy.c's choice of zonelist for a VMA's policy. 
 and the free-page accounting are in mmzone.py.
 
 Simplifications: no compaction, no high-order retries, no OOM killer victim selection (an OOM
-stops the run); one zone per node.
+stops the run); one zone per node. The buddy's per-CPU lists are drained once when direct reclaim's
+allocation fails (drain_all_pages).
 """
 from __future__ import annotations
 
 import numpy as np
 from ._jit import jit, jit_inline
 
+from .buddy import buddy_on, drain_all_pages
 from .locks import i_pages_lock
 from .lru import folio_add_lru, lru_add_drain_cpu, workingset_refault
 from .params import P
@@ -26,6 +28,11 @@ from .state import (
     MPOL_PREFERRED, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN,
 )
 from .vmstat import Vm
+
+
+# how hard an allocation may try (the gfp mask's reclaim bits)
+GFP_KERNEL = 0              # wake kswapd, retry at MIN, direct reclaim, then OOM
+GFP_TRANSHUGE_LIGHT = 1     # LOW, then MIN; no kswapd, no reclaim, no compaction: fail and fall back
 
 
 @jit_inline
@@ -83,6 +90,7 @@ def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
     nid = -1
     cost = 0.0
     retries = 0
+    drained = False
     migrc_flush_free_folios(s, cpu)          # MIGRC's pause at high memory pressure
     while nid < 0 and retries < MAX_RECLAIM_RETRIES:
         if retries == 0:
@@ -91,6 +99,11 @@ def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
         got, c = direct_reclaim(s, p, cands, n, clock + np.int64(cost), scratch)
         cost += c
         nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+        if nid < 0 and not drained and buddy_on(s):
+            # __alloc_pages_direct_reclaim(): once, the per-CPU lists go back and it retries
+            drain_all_pages(s)
+            drained = True
+            nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
         if got == 0:
             break                               # a full scan freed nothing: out of memory
         retries += 1
@@ -100,14 +113,18 @@ def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
 
 
 @jit_inline
-def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands):
+def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands, gfp):
     """Pick the node for a new folio of `nr` pages at `page` of `region` as __alloc_pages() would.
-    Returns (node or -1 on OOM, cost of the slow path in ns)."""
+    gfp GFP_TRANSHUGE_LIGHT (an anon large folio of a VMA not madvised, defrag=madvise): after
+    the LOW attempt only a retry at MIN, no kswapd wake-up, no reclaim. Returns (node or -1 on OOM
+    or a failed light allocation, cost of the slow path in ns)."""
     cpu_nid = s.cpu[cpu].node
     n = policy_nodes(s, region, cpu_nid, page - s.regions.start[region], cands)
     nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
     if nid >= 0:
         return nid, 0.0
+    if gfp == GFP_TRANSHUGE_LIGHT:
+        return get_page_from_freelist(s, cands, n, nr, WMARK_MIN), 0.0
     # __alloc_pages_slowpath(): wake every kswapd of the zonelist, retry at MIN
     for i in range(n):
         wakeup_kswapd(s, p, cands[i], clock)
@@ -144,11 +161,12 @@ def folio_order_for(s, r, page):
 
 
 @jit_inline
-def folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands):
-    """A new folio of `order` holding `page` of region r: allocated (alloc_folio), accounted on its
-    node, present, with the flags its shadow or swap entry restores (workingset_refault) -- what a
-    fault and filemap_add_folio() have in common, before the folio goes on the LRU. Returns (node or
-    -1 on OOM, head, nr, pages that were in swap, cost in ns)."""
+def folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands, gfp):
+    """A new folio of `order` holding `page` of region r: allocated (alloc_folio, with `gfp`),
+    accounted on its node, present, with the flags its shadow or swap entry restores
+    (workingset_refault) -- what a fault and filemap_add_folio() have in common, before the folio
+    goes on the LRU. Returns (node or -1 on OOM or a failed light allocation, head, nr, pages that
+    were in swap, cost in ns)."""
     pg = s.pages
     anon = s.regions.kind[r] == REGION_ANON
     nr = np.int64(1) << order
@@ -158,7 +176,7 @@ def folio_alloc_add(s, p, r, cpu, page, order, clock, scratch, cands):
     refault = (pg.flags2[page] & (F2_SHADOW | F2_SWAPPED)) != 0
     shadow_age = pg.stamp[page]
     shadow_ws = pg.flags[page] & PG_WORKINGSET
-    nid, cost = alloc_folio(s, p, r, cpu, head, nr, clock, scratch, cands)
+    nid, cost = alloc_folio(s, p, r, cpu, head, nr, clock, scratch, cands, gfp)
     if nid < 0:
         return nid, head, nr, 0, cost
     cost += charge(s, K.GET_PAGE_FROM_FREELIST, p[P.PAGE_ALLOC_NS] * nr)

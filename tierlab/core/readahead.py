@@ -51,7 +51,7 @@ from ._jit import jit, jit_inline
 
 from .blkdev import FILE_DEV, blk_submit
 from .ops import OP_SYSCALL_END
-from .page_alloc import filemap_add_folio, folio_alloc_add, folio_order_for
+from .page_alloc import GFP_KERNEL, filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
 from .profile import K, charge
 from .state import F2_PRESENT, FADV_RANDOM, FADV_SEQUENTIAL, folio_head, folio_nr_pages
@@ -125,7 +125,8 @@ def ra_add_folio(s, p, r, cpu, x, now, scratch, cands):
     where its pages are all absent (not cut at a window: an absent page keeps the order of the folio
     it was last in, which must stay its folio), added to the page cache and the LRU (page_alloc.filemap_add_folio: its locks) and counted in
     pgpgin. Returns (node or -1 on OOM, head, nr, cost in ns)."""
-    nid, head, nr, _, cost = folio_alloc_add(s, p, r, cpu, x, folio_order_for(s, r, x), now, scratch, cands)
+    nid, head, nr, _, cost = folio_alloc_add(s, p, r, cpu, x, folio_order_for(s, r, x), now, scratch, cands,
+                                          GFP_KERNEL)
     if nid >= 0:
         cost += filemap_add_folio(s, p, cpu, head, now + np.int64(cost))
         s.counters[nid, Vm.PGPGIN] += 4 * nr

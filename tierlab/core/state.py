@@ -51,6 +51,10 @@ below.
               whenever the log fills (numa_balancing.hint_latency_log)
     prof      float64[T + N, NR_KSYMS] simulated time per entity (tasks, then kswapds) and kernel
               function (profile.py)
+    tlb_ubc, tlbs  the pending TLB flush batches (tlb.py) and the CPUs' TLBs (tlb_hw.py)
+    buddy     physical frames: free lists per order, per-CPU lists, each present page's frame
+              (buddy.py; empty arrays unless the run's page allocator is the buddy)
+    mthp      int64[PMD order + 1, NR_MTHP_STATS] per-size THP stats (huge_memory.py, vmstat.MthpStat)
 
 List heads are sentinel slots appended after the pages in `prev`/`next`, so unlinking never needs
 to know which list a folio is on (the kernel's list_head does the same). Lists: NR_LRU_LISTS per
@@ -428,6 +432,8 @@ class SimState(NamedTuple):
     prof: np.ndarray      # float64[T + N, NR_KSYMS]: ns per entity and kernel function (profile.py)
     tlb_ubc: np.ndarray   # uint64[NR_TLB_UBC, MM_CPUMASK_WORDS]: the CPUs of the pending TLB batches (tlb.py)
     tlbs: Tlbs            # the CPUs' TLBs (tlb_hw.py)
+    buddy: tuple          # buddy.Buddy: physical frames, free lists, per-CPU lists (buddy.py; empty when off)
+    mthp: np.ndarray      # int64[PMD order + 1, NR_MTHP_STATS]: per-size THP stats (huge_memory.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:
@@ -445,7 +451,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
              task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_next_scan=None, mm_policy=None,
              region_advice=None, region_vm_flags=None, devices=(), task_iodepth=None,
-             dev_bin_ns=1 << 16, tlb_geometry=None, mm_text_pages=None) -> SimState:
+             dev_bin_ns=1 << 16, tlb_geometry=None, mm_text_pages=None, buddy=False) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
     region_*: per region slot (pages, REGION_* kind, MPOL_* effective policy, allowed nodes, folio
@@ -464,7 +470,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     region_vm_flags: per region its VMA's VM_READ | VM_WRITE (default both);
     devices: per block device a dict of BLKDEV_DTYPE's figures, with capacity calendars of
     `dev_bin_ns` bins (blkdev.py); tlb_geometry: (sets, ways) of the dTLB, iTLB and STLB of every
-    CPU (tlb_hw.py; None: no TLB model); mm_text_pages: per mm its hot code's pages (iTLB)."""
+    CPU (tlb_hw.py; None: no TLB model); mm_text_pages: per mm its hot code's pages (iTLB);
+    buddy: physical frames from a buddy allocator (buddy.py) instead of per-node counts."""
     R = len(region_pages)
     N = len(managed)
     C = len(cpu_nodes)
@@ -538,6 +545,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     if task_iodepth is not None:
         task["iodepth"] = task_iodepth
     from .blkdev import blkdev_array
+    from .buddy import HPAGE_PMD_ORDER, buddy_arrays
+    from .vmstat import NR_MTHP_STATS
     blkdev, devcal = blkdev_array(devices, dev_bin_ns)
     M = 1 if mm_start is None else len(mm_start)
     mm = np.zeros(M, MM_DTYPE)
@@ -570,7 +579,9 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64),
                     prof=np.zeros((T + N, NR_KSYMS), np.float64),
                     tlb_ubc=np.zeros((3, MM_CPUMASK_WORDS), np.uint64),
-                    tlbs=tlbs_array(C, tlb_geometry))
+                    tlbs=tlbs_array(C, tlb_geometry),
+                    buddy=buddy_arrays(managed, np.asarray(wmark)[:, WMARK_LOW], node_cpus, C, P, buddy),
+                    mthp=np.zeros((HPAGE_PMD_ORDER + 1, NR_MTHP_STATS), np.int64))
 
 
 def copy_state(s: SimState) -> SimState:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit, jit_inline
+from .buddy import buddy_on, held_batch_done, release_held
 from .params import P
 from .profile import K, charge
 from .tlb_hw import cpu_tlb_flush, cpu_tlb_skip_lazy
@@ -283,8 +284,8 @@ def try_to_unmap_flush(s, batch, sender):
 #   and __alloc_pages_slowpath() on entering direct-reclaim territory (the pause patch, 8/8).
 # - The watermark checks count held sources as free (__zone_watermark_ok, zone_watermark_fast):
 #   mmzone.zone_free_pages().
-# Simplified: the held sources are per-node counts, not a list of folios (they are freed all at
-# once, so only their number per node matters here); migrc_flushing and migrc_lock (concurrent
+# Simplified: the held sources are per-node counts (with the buddy their frames wait on per-node
+# lists, buddy.hold_folio_frames; they are freed all at once); migrc_flushing and migrc_lock (concurrent
 # unmappers giving up while a flush is in progress) do not arise in a model that runs one CPU's
 # work at a time; the pause lasts one allocation here, so it only flushes and frees.
 
@@ -336,6 +337,8 @@ def migrc_batch_flush(s, batch, sender):
     for nid in range(s.pgdat.shape[0]):
         s.pgdat[nid].migrc_pending_nr += s.pgdat[nid].migrc_batch_nr
         s.pgdat[nid].migrc_batch_nr = 0
+    if buddy_on(s):
+        held_batch_done(s)
     return others
 
 
@@ -345,7 +348,10 @@ def migrc_release(s):
     for nid in range(s.pgdat.shape[0]):
         nr = s.pgdat[nid].migrc_pending_nr
         if nr:
-            s.pgdat[nid].free += nr
+            if buddy_on(s):
+                release_held(s, nid)
+            else:
+                s.pgdat[nid].free += nr
             s.counters[nid, Vm.PGFREE] += nr
             s.pgdat[nid].migrc_pending_nr = 0
 

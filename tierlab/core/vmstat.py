@@ -85,6 +85,25 @@ class Vm(IntEnum):
     TLB_STALE_HITS = 57          # hits on a translation to a frame the page has left (MIGRC's held source)
     TLB_STALE_WRITE_HITS = 58    # stores through one: must stay 0
     TLB_STALE_FREED_HITS = 59    # reads through one whose node holds no source any more: must stay 0
+    # PMD-sized anon folios (mm/huge_memory.c do_huge_pmd_anonymous_page, split; huge_memory.py)
+    THP_FAULT_ALLOC = 60
+    THP_FAULT_FALLBACK = 61
+    THP_SPLIT_PAGE = 62
+    THP_DEFERRED_SPLIT_PAGE = 63
+
+
+class MthpStat(IntEnum):
+    """Per-size THP statistics (enum mthp_stat_item; /sys/kernel/mm/transparent_hugepage/
+    hugepages-<size>kB/stats/<name>), in SimState.mthp[order, item]."""
+    ANON_FAULT_ALLOC = 0
+    ANON_FAULT_FALLBACK = 1
+    SPLIT = 2
+    SPLIT_FAILED = 3
+    SPLIT_DEFERRED = 4
+
+
+MTHP_STAT_NAMES = tuple(v.name.lower() for v in MthpStat)
+NR_MTHP_STATS = len(MthpStat)
 
 
 VMSTAT_NAMES = tuple(v.name.lower() for v in Vm)
