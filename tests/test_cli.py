@@ -258,3 +258,13 @@ def test_list_reproductions(capsys):
     assert main(["list", "reproductions", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert all({"name", "description", "default_scale"} <= set(r) for r in rows)
+
+
+def test_run_anon_folio_orders_with_the_buddy_reports_sizes_and_buddyinfo(capsys):
+    out = run_json(capsys, ["run", "--machine", "qemu-2node", "--workload", "anon-browser",
+                            "--set", "anon_folio_orders=v2", "--page-alloc-model", "buddy"])
+    assert out["config"]["page_alloc_model"] == "buddy" and out["config"]["knobs"]["anon_folio_orders"] == 4.0
+    assert out["mthp"]["hugepages-64kB"]["anon_fault_alloc"] > 0
+    assert set(out["buddyinfo"]) == {"dram", "cxl"} or len(out["buddyinfo"]) == 2
+    line = error_line(capsys, SMALL + ["--page-alloc-model", "slab"])
+    assert "--page-alloc-model" in line

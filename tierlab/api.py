@@ -89,6 +89,10 @@ class Result:
             "marks_s": self.marks_s.to_dict(orient="list"),
             "tasks": self.tasks.to_dict(orient="records"),
             "devices": [] if self.devices is None else self.devices.to_dict(orient="records"),
+            "mthp": {size: {k: int(v) for k, v in row.items()} for size, row in self.mthp.iterrows()
+                     if int(row.drop("order").sum())},
+            "buddyinfo": None if self.buddyinfo is None else {
+                str(n): [int(x) for x in row] for n, row in self.buddyinfo.iterrows()},
             "summary": self.summary,
             "config": self.config,
         }

@@ -8,6 +8,8 @@ Measured, each after a JIT warm-up run on a tiny input, through the public API
   promotion enabled.
 * ``random-read``: 4 KiB random read() over a file twice the size of node 0 on `qemu-2node`, bound
   to node 0 so kswapd demotes page cache to node 1 (memory pressure), demotion_enabled=1.
+* ``random-read-mglru``, ``random-read-buddy``: the same with the multi-gen LRU, and with physical frames
+  from the buddy allocator (page_alloc_model="buddy").
 * ``hot-chunks``: seed 002's microbenchmark on `bergamo-cxl` scaled down (48 chunk visits): the hint-fault
   path with the NUMA scanner running in tiering mode (mainline's time-based latency), with promotion
   and demotion.
@@ -82,8 +84,10 @@ def bench_configs(quick: bool = False) -> list[tuple[str, dict]]:
     # seed 004's shape, counting flushes only and then with every CPU's TLBs simulated (tlb_hw.py)
     xs = {**_XSBENCH, "params": {**_XSBENCH["params"], "particles": z["xsbench_particles"]}}
     xs_tlb = {**xs, "tlb_model": "set_assoc"}
-    return [("file-read", fr), ("random-read", rr), ("random-read-mglru", rr_mglru), ("hot-chunks", hc),
-            ("xsbench", xs), ("xsbench-tlb", xs_tlb)]
+    # the same random reads with frames from the buddy allocator and its per-CPU lists (buddy.py)
+    rr_buddy = {**rr, "page_alloc_model": "buddy"}
+    return [("file-read", fr), ("random-read", rr), ("random-read-mglru", rr_mglru), ("random-read-buddy", rr_buddy),
+            ("hot-chunks", hc), ("xsbench", xs), ("xsbench-tlb", xs_tlb)]
 
 
 def _tiny(config: dict) -> dict:

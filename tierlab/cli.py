@@ -219,11 +219,16 @@ def _knobs_table(data: list[dict]) -> str:
                            for d in data])
     if max(map(len, wide.splitlines())) <= width:
         return wide
+    short = 30      # a longer ACCEPTED (an enum's many choices) goes on its own indented line
     head = _table(["NAME", "DEFAULT", "UNIT", "ACCEPTED"],
-                  [[d["name"], d["default"], d["unit"] or "-", d["accepted"]] for d in data])
+                  [[d["name"], d["default"], d["unit"] or "-", d["accepted"] if len(d["accepted"]) <= short
+                    else "(below)"] for d in data])
     out = [head[0] + "\n    WHERE; MODELS"]
     for line, d in zip(head[1:], data):
         out.append(line)
+        if len(d["accepted"]) > short:
+            out += textwrap.wrap("accepted: " + d["accepted"], width=max(20, width - 4), initial_indent="    ",
+                                 subsequent_indent="    ", break_on_hyphens=False)
         out += textwrap.wrap(d["where"], width=max(20, width - 4), initial_indent="    ",
                              subsequent_indent="    ", break_on_hyphens=False)
         out += textwrap.wrap(d["models"], width=max(20, width - 4), initial_indent="    ",

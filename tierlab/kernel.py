@@ -176,7 +176,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("arch_wants_pte_order", 4, "order", 2, 9, "seed 001 arch_wants_pte_order() (arm64: contpte, 64 KiB)",
          "the preferred anon folio order of the v1, v2 and v2-simple-order policies (4: 64 KiB)"),
     Knob("huge_anon_orders_always", 1 << 9, "orders", 0, (1 << 10) - 4,
-         "/sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/enabled = always (6.8+)",
+         "sysfs transparent_hugepage/hugepages-<size>kB/enabled = always, one file per size (6.8+)",
          "the anon folio orders the mthp policy may use, as a bitmask of orders 2..9 or a list of sizes "
          "(\"16K,64K,2M\"); default 2M only (top-level THP always, the other sizes never)"),
     Knob("migration_entry_ad", 1, "bool", 0, 1, "mm/swapfile.c swap_migration_ad_supported (boot-time)",
