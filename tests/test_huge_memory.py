@@ -162,3 +162,26 @@ def make_buddy(sim):
     """The same simulation rebuilt with the buddy allocator."""
     from tierlab.api import Simulation
     return Simulation(sim.machine, sim.kernel, sim.workload, page_alloc_model="buddy")
+
+
+# ---- zap costs --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy, ptes, rmaps, folios", [
+    ("baseline-4k", 16, 16, 16),
+    ("v1", 16, 1, 1),               # batch zap: one rmap removal per folio
+    ("v2", 16, 16, 1),              # v2 dropped it: one per PTE, the folio freed once
+    ("mthp", 16, 1, 1),             # mainline (6.9+) zaps a folio's PTEs in one batch
+])
+def test_munmap_charges_ptes_rmaps_and_folios(policy, ptes, rmaps, folios):
+    from test_processes import ctl, make
+    from tierlab.core.costs import COSTS
+    from tierlab.workloads.base import Process
+    from simkit import chunk
+    sim = make(machine((4096, 1, DRAM)), [Region("heap", "anon", 16)], [Process("p")], lru_batch_size=1,
+               anon_folio_orders=policy, huge_anon_orders_always="64K")
+    sim.run(chunks=[chunk([ctl("mmap", 0, 16)] + [(i, STORE) for i in range(16)] + [ctl("munmap", 0)])])
+    prof = sim.result().profile.set_index("function").ns
+    c = {k: v[0] for k, v in COSTS.items()}
+    assert prof["zap_pte_range"] == pytest.approx(ptes * c["zap_pte_ns"] + rmaps * c["zap_rmap_ns"])
+    assert prof["free_pages_and_swap_cache"] == pytest.approx(folios * c["free_folio_ns"])
+    assert sim.result().counters["pgfree"] == 16

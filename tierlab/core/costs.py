@@ -48,11 +48,17 @@ COSTS = {
                   "find the gap or the VMA, split/merge, maple-tree update, vm_area_struct alloc/free. "
                   "Assumed: will-it-scale mmap1 (mmap + munmap of 128 MiB without touching it) runs at "
                   "the order of 10^6 pairs per second per thread on 2020s x86 servers."),
-    "zap_pte_ns": (20.0, "ns", "zap_pte_range() clearing one PTE: ptep_get_and_clear_full, the rmap and RSS "
-                   "counter updates, the mmu_gather entry. Assumed (a few cache-hot atomics)."),
-    "free_page_ns": (50.0, "ns", "releasing one gathered 4 KiB page (free_pages_and_swap_cache -> "
-                     "folios_put -> free_unref_folios into the per-CPU lists). Assumed: page-allocator "
-                     "microbenchmarks put an order-0 free through the pcp lists at tens of ns."),
+    # zap costs: three unknowns from three munmap timings of 1 GiB on a Xeon Silver 4210R (David
+    # Hildenbrand, "[PATCH v1 0/9] mm/memory: optimize unmap/zap with PTE-mapped THP", 2024-01-29):
+    # 4 KiB folios 222 ns per page (pte + rmap + free), 64 KiB folios 111 ns per page before the series
+    # (rmap per PTE, free per folio) and 70 ns after it (rmap and free per folio)
+    "zap_pte_ns": (59.9, "ns", "zap_pte_range() clearing one present PTE: ptep_get_and_clear_full, the RSS "
+                   "counter, the mmu_gather entry (Hildenbrand 2024-01-29 munmap timings, see above)."),
+    "zap_rmap_ns": (43.7, "ns", "one rmap removal of a zap (folio_remove_rmap_pte(s) and the reference "
+                    "drop): per PTE, or per folio when the zap is batched per folio (zap_present_folio_ptes, "
+                    "6.9+; seed 001's v1 'batch zap'). Same source."),
+    "free_folio_ns": (118.4, "ns", "releasing one gathered folio to the allocator (free_pages_and_swap_cache "
+                      "-> folios_put -> free_unref_folios). Same source."),
     "tlb_flush_ns": (500.0, "ns", "one tlb_flush_mmu(): the local flush of the range or the whole TLB and its "
                      "refill misses. Assumed."),
     "tlb_shootdown_ns": (2500.0, "ns", "a flush sent to other CPUs (flush_tlb_multi), to the sender: the IPIs go "

@@ -130,6 +130,15 @@ def anon_orders_policy(p):
 
 
 @jit_inline
+def zap_rmap_batched(p):
+    """An unmap removes a large folio's rmap once per folio (zap_present_folio_ptes, 6.9+; seed
+    001's v1 with its "batch zap" patches), or once per PTE (v2 and v2-simple-order, which dropped
+    them: the cover letter's v1/v2 kernel-time gap)."""
+    pol = np.int64(p[P.ANON_FOLIO_ORDERS])
+    return pol != ANON_FOLIO_V2 and pol != ANON_FOLIO_V2_SIMPLE_ORDER
+
+
+@jit_inline
 def split_folio(s, head):
     """split_folio() of an anon folio on an LRU list into order-0 folios: every page keeps the
     folio's flags, PTE state, stamp and MGLRU generation, and goes on the list beside it

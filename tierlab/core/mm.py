@@ -26,9 +26,10 @@ entries are released.
 
 Simplifications: a VMA is a whole slot (no munmap of a hole: brk-style tail shrinking only); a
 large anon folio a brk shrink cuts is split before the zap (huge_memory.deferred_split_at: the
-deferred_split shrinker's work done at once), so only the pages past the new end are freed; the lru_add batches of every CPU are drained before a zap (the kernel
-drains the local CPU's; folios in other CPUs' batches are freed when those drain); freed pages go
-back to their node as they are walked (the mmu_gather batches are counted for the cost: within
+deferred_split shrinker's work done at once), so only the pages past the new end are freed; the
+lru_add batches of every CPU are drained before a zap (the kernel drains the local CPU's; folios
+in other CPUs' batches are freed when those drain); freed pages go back to their node as they are
+walked (the mmu_gather batches are counted for the cost: within
 one op nothing can observe the difference); exit_mmap's flushes are local (no other thread of the
 mm is left to shoot down).
 """
@@ -38,11 +39,12 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .fadvise import generic_fadvise
-from .huge_memory import deferred_split_at
+from .huge_memory import deferred_split_at, zap_rmap_batched
 from .lru import folio_mark_accessed, folio_mark_accessed_end, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
 from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
 from .params import P
+from .profile import K, charge
 from .sched import sched_exit_task
 from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_mm_range, local_flush, shootdown_ns
 from .state import (
@@ -136,8 +138,10 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
     """unmap_page_range() over pages [lo, hi) of slot r: clear every PTE, free the anon folios
     (off their LRU), release swap entries; file folios stay in the page cache. Pages of the slot go
     back to their untouched state, so the slot can be mapped again. Returns the cost in ns: per
-    present PTE, per freed page, and one tlb_flush_mmu per MMU_GATHER_MAX_PAGES gathered pages
-    (and one at the end, tlb_finish_mmu, if any page was gathered)."""
+    present PTE (zap_pte_ns), per rmap removal (zap_rmap_ns: per folio or, under seed 001's v2
+    policies, per PTE: huge_memory.zap_rmap_batched), per freed folio (free_folio_ns), and one
+    tlb_flush_mmu per MMU_GATHER_MAX_PAGES gathered pages (and one at the end, tlb_finish_mmu, if
+    any page was gathered)."""
     pg = s.pages
     mm = s.regions.mm[r]
     anon = s.regions.kind[r] == REGION_ANON
@@ -148,6 +152,8 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
     gathered = 0
     freed = 0
     nr_ptes = 0
+    rmaps = 0                   # folio_remove_rmap_pte(s) calls
+    batched = zap_rmap_batched(p)
     x = lo
     flush_lo = lo               # the range the next flush covers starts here
     while x < hi:
@@ -157,6 +163,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
             mapped = (f2 & F2_MAPPED) != 0
             if mapped:
                 nr_ptes += nr
+                rmaps += 1 if batched else nr
             if anon:
                 if pg.flags[x] & PG_LRU:
                     lruvec_del_folio(s, x)
@@ -169,7 +176,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
                     pg.order[x + i] = 0
                     pg.stamp[x + i] = STAMP_NONE
                 gathered += nr
-                freed += nr
+                freed += 1
                 if gathered >= MMU_GATHER_MAX_PAGES:
                     cost += tlb_flush_mmu_ns(s, p, mm, fullmm, flush_lo, x + nr - flush_lo)
                     flush_lo = x + nr
@@ -202,7 +209,8 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
         x += 1
     if gathered > 0 or nr_ptes > 0:
         cost += tlb_flush_mmu_ns(s, p, mm, fullmm, flush_lo, hi - flush_lo)
-    cost += p[P.ZAP_PTE_NS] * nr_ptes + p[P.FREE_PAGE_NS] * freed
+    cost += charge(s, K.ZAP_PTE_RANGE, p[P.ZAP_PTE_NS] * nr_ptes + p[P.ZAP_RMAP_NS] * rmaps)
+    cost += charge(s, K.FREE_PAGES_AND_SWAP_CACHE, p[P.FREE_FOLIO_NS] * freed)
     return cost
 
 

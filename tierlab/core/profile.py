@@ -42,6 +42,8 @@ Functions (`K`, named as perf names the symbol that does the work):
                                   (tlb_shootdown_ns, tlb_ipi_ns per target: tlb.shootdown_ns)
     flush_tlb_func                a received flush IPI, charged to the task of the CPU it reached
                                   (tlb_flush_recv_ns: tlb.flush_irqs_ns)
+    zap_pte_range                 an unmap's PTE clears and rmap removals (zap_pte_ns, zap_rmap_ns)
+    free_pages_and_swap_cache     freeing the folios an unmap gathered (free_folio_ns)
     io_wait                       not CPU work: the task waits for its I/O (sched.py: a waiting task keeps
                                   its CPU, so its runtime includes the wait); left out of CPU shares
 
@@ -79,6 +81,8 @@ KSYMS = (
     "lru_gen_look_around",
     "native_flush_tlb_multi",
     "flush_tlb_func",
+    "zap_pte_range",
+    "free_pages_and_swap_cache",
     "io_wait",
 )
 K = IntEnum("K", {n.strip("_").replace("(", "_").replace(")", "").upper(): i for i, n in enumerate(KSYMS)})
