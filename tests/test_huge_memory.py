@@ -184,4 +184,7 @@ def test_munmap_charges_ptes_rmaps_and_folios(policy, ptes, rmaps, folios):
     c = {k: v[0] for k, v in COSTS.items()}
     assert prof["zap_pte_range"] == pytest.approx(ptes * c["zap_pte_ns"] + rmaps * c["zap_rmap_ns"])
     assert prof["free_pages_and_swap_cache"] == pytest.approx(folios * c["free_folio_ns"])
+    # the two calls' entries and their VMA work
+    assert prof["do_syscall_64"] == pytest.approx(2 * c["syscall_ns"])
+    assert prof["mmap_region"] == pytest.approx(2 * c["vma_op_ns"])
     assert sim.result().counters["pgfree"] == 16

@@ -299,26 +299,29 @@ def do_ctrl(s, p, task, op, arg, now):
         return np.float64(arg), True        # the task's own CPU work (engine.fast_run charges it alike)
     r = arg & ((np.int64(1) << CTRL_ARG_SHIFT) - 1)
     npages = arg >> CTRL_ARG_SHIFT
-    cost = p[P.SYSCALL_NS] + p[P.VMA_OP_NS]
+    # the syscall's entry and exit, and the VMA work of mmap_region / do_vmi_munmap / do_brk_flags
+    # (vma_op_ns, charged to the one symbol standing for all three)
+    cost = charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])
     ok = True
     if kind == CTRL_EXIT:
-        cost = p[P.SYSCALL_NS] + do_exit(s, p, task, now)
+        cost += do_exit(s, p, task, now)
     elif r < 0 or r >= s.regions.kind.shape[0]:
         ok = False
-    elif kind == CTRL_MMAP:
-        ok = mmap_region(s, task, r, npages)
-    elif kind == CTRL_MUNMAP:
-        ok = s.regions.mm[r] == s.task[task].mm
-        if ok:
-            cost += unmap_slot(s, p, r, False, now + np.int64(cost))
-    elif kind == CTRL_BRK:
-        ok, c = do_brk(s, p, task, r, npages, now + np.int64(cost))
-        cost += c
     elif kind == CTRL_FADVISE:
-        cost = p[P.SYSCALL_NS]
         ok = s.regions.kind[r] != REGION_ANON
         if ok:
             generic_fadvise(s, r, npages)
+    elif kind == CTRL_MMAP or kind == CTRL_MUNMAP or kind == CTRL_BRK:
+        cost += charge(s, K.MMAP_REGION, p[P.VMA_OP_NS])
+        if kind == CTRL_MMAP:
+            ok = mmap_region(s, task, r, npages)
+        elif kind == CTRL_MUNMAP:
+            ok = s.regions.mm[r] == s.task[task].mm
+            if ok:
+                cost += unmap_slot(s, p, r, False, now + np.int64(cost))
+        else:
+            ok, c = do_brk(s, p, task, r, npages, now + np.int64(cost))
+            cost += c
     else:
         ok = False
     if not ok:

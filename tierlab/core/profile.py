@@ -12,7 +12,7 @@ entity's runtime minus the sum, reported as `other`.
 Functions (`K`, named as perf names the symbol that does the work):
 
     do_syscall_64                 a read()/write() call's entry and exit, or an io_uring request's issue
-                                  and completion (syscall_ns)
+                                  and completion; an mmap/munmap/brk/exit/fadvise call's (syscall_ns)
     xas_load                      the page-cache lookup of a read page (filemap_get_read_batch, xas_load:
                                   pagecache_lookup_ns)
     _copy_to_iter / _copy_from_iter   the 4 KiB copy of a read / write, with its bandwidth wait (cost.py)
@@ -42,6 +42,8 @@ Functions (`K`, named as perf names the symbol that does the work):
                                   (tlb_shootdown_ns, tlb_ipi_ns per target: tlb.shootdown_ns)
     flush_tlb_func                a received flush IPI, charged to the task of the CPU it reached
                                   (tlb_flush_recv_ns: tlb.flush_irqs_ns)
+    mmap_region                   the VMA work of mmap, munmap and brk (vma_op_ns; do_vmi_munmap and
+                                  do_brk_flags are charged here too)
     zap_pte_range                 an unmap's PTE clears and rmap removals (zap_pte_ns, zap_rmap_ns)
     free_pages_and_swap_cache     freeing the folios an unmap gathered (free_folio_ns)
     io_wait                       not CPU work: the task waits for its I/O (sched.py: a waiting task keeps
@@ -81,6 +83,7 @@ KSYMS = (
     "lru_gen_look_around",
     "native_flush_tlb_multi",
     "flush_tlb_func",
+    "mmap_region",
     "zap_pte_range",
     "free_pages_and_swap_cache",
     "io_wait",
