@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._jit import jit, jit_inline
-from .state import ORDER_MASK
+from .state import ORDER_MASK, links_add, links_add_tail, links_del
 
 MAX_PAGE_ORDER = 10                 # x86-64: blocks of up to 4 MiB
 NR_PAGE_ORDERS = MAX_PAGE_ORDER + 1
@@ -123,7 +123,7 @@ def boot_free(b: Buddy, nid: int) -> None:
         while order > 0 and ((f - b.base[nid]) & ((1 << order) - 1) or f + (1 << order) > end):
             order -= 1
         head = free_list_sentinel_of(b, nid, order)
-        _add_tail(b.prev, b.next, head, f)
+        links_add_tail(b.prev, b.next, head, f)
         b.order[f] = order
         b.where[f] = FRAME_BUDDY
         b.nr_free[nid, order] += 1
@@ -131,34 +131,6 @@ def boot_free(b: Buddy, nid: int) -> None:
 
 
 # ---- lists ----------------------------------------------------------------------------------------
-
-@jit_inline
-def _add(prev, nxt, head, x):
-    n = nxt[head]
-    nxt[x] = n
-    prev[x] = head
-    prev[n] = x
-    nxt[head] = x
-
-
-@jit_inline
-def _add_tail(prev, nxt, head, x):
-    p = prev[head]
-    prev[x] = p
-    nxt[x] = head
-    nxt[p] = x
-    prev[head] = x
-
-
-@jit_inline
-def _del(prev, nxt, x):
-    p = prev[x]
-    n = nxt[x]
-    nxt[p] = n
-    prev[n] = p
-    prev[x] = -1
-    nxt[x] = -1
-
 
 @jit_inline
 def free_list_sentinel_of(b, nid, order):
@@ -216,9 +188,9 @@ def add_to_free_list(s, nid, frame, order, tail):
     b = s.buddy
     head = free_list_sentinel_of(b, nid, order)
     if tail:
-        _add_tail(b.prev, b.next, head, frame)
+        links_add_tail(b.prev, b.next, head, frame)
     else:
-        _add(b.prev, b.next, head, frame)
+        links_add(b.prev, b.next, head, frame)
     b.order[frame] = order
     b.where[frame] = FRAME_BUDDY
     b.nr_free[nid, order] += 1
@@ -228,7 +200,7 @@ def add_to_free_list(s, nid, frame, order, tail):
 @jit_inline
 def del_from_free_list(s, nid, frame, order):
     b = s.buddy
-    _del(b.prev, b.next, frame)
+    links_del(b.prev, b.next, frame)
     b.order[frame] = -1
     b.where[frame] = FRAME_USED
     b.nr_free[nid, order] -= 1
@@ -308,7 +280,7 @@ def rmqueue_bulk(s, cpu, nid, order, count):
         frame = __rmqueue_smallest(s, nid, order)
         if frame < 0:
             break
-        _add_tail(b.prev, b.next, head, frame)
+        links_add_tail(b.prev, b.next, head, frame)
         b.order[frame] = order
         b.where[frame] = FRAME_PCP
         n += 1
@@ -329,7 +301,7 @@ def free_pcppages_bulk(s, cpu, nid, count, pindex):
         order = pindex_to_order(pindex)
         while count > 0 and b.prev[head] != head:
             frame = np.int64(b.prev[head])
-            _del(b.prev, b.next, frame)
+            links_del(b.prev, b.next, frame)
             b.where[frame] = FRAME_USED
             b.order[frame] = -1
             b.pcp_count[cpu, nid] -= np.int64(1) << order
@@ -349,7 +321,7 @@ def rmqueue(s, cpu, nid, order):
         if rmqueue_bulk(s, cpu, nid, order, max(b.batch[nid] >> order, 2)) == 0:
             return np.int64(-1)
     frame = np.int64(b.next[head])
-    _del(b.prev, b.next, frame)
+    links_del(b.prev, b.next, frame)
     b.where[frame] = FRAME_USED
     b.order[frame] = -1
     b.pcp_count[cpu, nid] -= np.int64(1) << order
@@ -365,7 +337,7 @@ def free_frames(s, cpu, nid, frame, order):
         __free_one_page(s, nid, frame, order, False)
         return
     pindex = order_to_pindex(order)
-    _add(b.prev, b.next, pcp_sentinel(b, cpu, nid, pindex), frame)
+    links_add(b.prev, b.next, pcp_sentinel(b, cpu, nid, pindex), frame)
     b.order[frame] = order
     b.where[frame] = FRAME_PCP
     b.pcp_count[cpu, nid] += np.int64(1) << order
@@ -421,7 +393,7 @@ def hold_folio_frames(s, head):
     b = s.buddy
     order = np.int64(s.pages.order[head] & ORDER_MASK)
     frame = folio_frame(s, head)
-    _add_tail(b.prev, b.next, held_sentinel(b, frame_node(s, frame), HELD_BATCH), frame)
+    links_add_tail(b.prev, b.next, held_sentinel(b, frame_node(s, frame), HELD_BATCH), frame)
     b.order[frame] = order
     b.where[frame] = FRAME_HELD
 
@@ -435,8 +407,8 @@ def held_batch_done(s):
         dst = held_sentinel(b, nid, HELD_PENDING)
         while b.next[src] != src:
             frame = b.next[src]
-            _del(b.prev, b.next, frame)
-            _add_tail(b.prev, b.next, dst, frame)
+            links_del(b.prev, b.next, frame)
+            links_add_tail(b.prev, b.next, dst, frame)
 
 
 @jit
@@ -447,7 +419,7 @@ def release_held(s, nid):
     while b.next[head] != head:
         frame = np.int64(b.next[head])
         order = np.int64(b.order[frame])
-        _del(b.prev, b.next, frame)
+        links_del(b.prev, b.next, frame)
         b.where[frame] = FRAME_USED
         b.order[frame] = -1
         __free_one_page(s, nid, frame, order, False)

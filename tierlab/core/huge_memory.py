@@ -42,15 +42,13 @@ from .params import P
 from .state import F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SWAPPED, ORDER_MASK, PG_LRU, list_add_tail
 from .vmstat import MthpStat, Vm
 
-# the anon_folio_orders knob
+# the anon_folio_orders knob (its names: tierlab.kernel.KNOBS)
 ANON_FOLIO_REGION = 0
 ANON_FOLIO_BASELINE_4K = 1
 ANON_FOLIO_V1 = 2
 ANON_FOLIO_V2_SIMPLE_ORDER = 3
 ANON_FOLIO_V2 = 4
 ANON_FOLIO_MTHP = 5
-ANON_FOLIO_CHOICES = {"region": ANON_FOLIO_REGION, "baseline-4k": ANON_FOLIO_BASELINE_4K, "v1": ANON_FOLIO_V1,
-                      "v2-simple-order": ANON_FOLIO_V2_SIMPLE_ORDER, "v2": ANON_FOLIO_V2, "mthp": ANON_FOLIO_MTHP}
 
 THP_ORDERS_ALL_ANON = ((1 << (HPAGE_PMD_ORDER + 1)) - 1) & ~3     # orders 2..PMD
 

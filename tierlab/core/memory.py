@@ -2,9 +2,10 @@
 
 - fault_in(): handle_mm_fault() for a page that is not present: do_anonymous_page() (a read of
   untouched anon memory maps the shared zero page; a write allocates and zeroes a folio of the
-  region's order, or of the order the anon_folio_orders policy picks: alloc_anon_folio()), do_swap_page() (swap-in, major fault), and for file pages a
-  page-cache miss (filemap.py and readahead.py: a window read from the device; a fault through mmap
-  counts as a major fault). The folio itself comes from page_alloc.folio_alloc_add().
+  region's order, or of the order the anon_folio_orders policy picks: alloc_anon_folio()),
+  do_swap_page() (swap-in, major fault), and for file pages a page-cache miss (filemap.py and
+  readahead.py: a window read from the device; a fault through mmap counts as a major fault).
+  The folio itself comes from page_alloc.folio_alloc_add().
 - pte_access(): the present-PTE part of a load/store: a first touch of a present folio installs
   the PTE (minor fault), a PROT_NONE PTE takes a NUMA hint fault, the access sets the accessed bit
   (PG_young here) and a store the dirty bit, and the cache line is charged -- or the whole 4 KiB

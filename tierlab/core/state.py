@@ -627,36 +627,50 @@ def init_lists(prev, nxt, first_sentinel):
 
 
 @jit_inline
+def links_add(prev, nxt, head, x):
+    """Insert x right after `head` in the list threaded through prev/nxt (kernel list_add)."""
+    n = nxt[head]
+    nxt[x] = n
+    prev[x] = head
+    prev[n] = x
+    nxt[head] = x
+
+
+@jit_inline
+def links_add_tail(prev, nxt, head, x):
+    """Insert x right before `head` (kernel list_add_tail)."""
+    p = prev[head]
+    prev[x] = p
+    nxt[x] = head
+    nxt[p] = x
+    prev[head] = x
+
+
+@jit_inline
+def links_del(prev, nxt, x):
+    p = prev[x]
+    n = nxt[x]
+    nxt[p] = n
+    prev[n] = p
+    prev[x] = -1
+    nxt[x] = -1
+
+
+@jit_inline
 def list_add(s, head, x):
-    """Insert x right after the sentinel (kernel list_add: newest end)."""
-    pg = s.pages
-    n = pg.next[head]
-    pg.next[x] = n
-    pg.prev[x] = head
-    pg.prev[n] = x
-    pg.next[head] = x
+    """Insert x right after the sentinel (kernel list_add: newest end) of a page list."""
+    links_add(s.pages.prev, s.pages.next, head, x)
 
 
 @jit_inline
 def list_add_tail(s, head, x):
-    """Insert x right before the sentinel (kernel list_add_tail)."""
-    pg = s.pages
-    p = pg.prev[head]
-    pg.prev[x] = p
-    pg.next[x] = head
-    pg.next[p] = x
-    pg.prev[head] = x
+    """Insert x right before the sentinel (kernel list_add_tail) of a page list."""
+    links_add_tail(s.pages.prev, s.pages.next, head, x)
 
 
 @jit_inline
 def list_del(s, x):
-    pg = s.pages
-    p = pg.prev[x]
-    n = pg.next[x]
-    pg.next[p] = n
-    pg.prev[n] = p
-    pg.prev[x] = -1
-    pg.next[x] = -1
+    links_del(s.pages.prev, s.pages.next, x)
 
 
 
