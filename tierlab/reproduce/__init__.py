@@ -97,7 +97,8 @@ def list_reproductions() -> list[Reproduction]:
 
 
 def _load_all() -> None:
-    from . import hint_fault, hint_fault_memtier, mglru_fio, migrc_xsbench, pagecache_promotion  # noqa: F401  (register themselves)
+    from . import (anon_folio_order, hint_fault, hint_fault_memtier, mglru_fio, migrc_xsbench,  # noqa: F401
+                   pagecache_promotion)  # (they register themselves)
 
 
 # ---------------------------------------------------------------------------------------------
