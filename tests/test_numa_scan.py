@@ -207,3 +207,22 @@ def test_pid_bits_follow_the_kernels_hash():
     """hash_32(pid, 6) = (pid * 0x61C88647 mod 2**32) >> 26, with pid = 1000 + task."""
     for t in (0, 1, 7, 63):
         assert int(task_pid_bit(t)) == (((1000 + t) * 0x61C88647) & 0xFFFFFFFF) >> 26
+
+
+def test_a_large_folio_counts_every_pte_it_marks():
+    """change_pte_range() makes every PTE of a PTE-mapped 64 KiB folio PROT_NONE: numa_pte_updates
+    (and the scan's update cost) count its 16 PTEs, not one."""
+    m = machine((64, 1, DRAM), (16384, 0, CXL))
+    sim = make_sim(m, [Region("a", "anon", 1024)], lru_batch_size=1, numa_balancing=0, scan_size_mb=4,
+                   anon_folio_orders="mthp", huge_anon_orders_always="64K")
+    run(sim, seq(range(1024), STORE))
+    sim.set_knobs(numa_balancing=2)
+    s = sim.state
+    heads = [x for x in range(1024) if s.pages.flags2[x] & st.F2_PRESENT]
+    assert all(st.folio_nr_pages(s, h) == 16 for h in heads) and len(heads) == 64
+    cxl_ptes = 16 * sum(1 for h in heads if s.pages.node[h] == 1)
+    assert cxl_ptes > 512
+    n, cost = _pass(sim, 1000)
+    assert n == cxl_ptes
+    assert cost == 1024 * sim.p[P.NUMA_SCAN_PTE_NS] + cxl_ptes * sim.p[P.NUMA_SCAN_UPDATE_NS]
+    assert all(bool(s.pages.flags[h] & st.PG_PROTNONE) == (s.pages.node[h] == 1) for h in heads)

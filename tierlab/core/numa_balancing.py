@@ -84,7 +84,7 @@ from .mmzone import jiffies_ms
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, REGION_FILE_MAPPED,
-    VM_WRITE, WMARK_PROMO, region_of,
+    VM_WRITE, WMARK_PROMO, folio_nr_pages, region_of,
 )
 from .tlb import flush_tlb_mm_range
 from .vmstat import Vm
@@ -382,8 +382,10 @@ def change_prot_numa(s, mm, sender, start, end, stamp, skip_toptier, tiering, re
     the top tier in tiering-only mode, or it is a dirty file folio (async migration would fail).
     Slow-tier folios get `stamp` (folio_xchg_access_time, or the RFC's folio_xchg_fault_count);
     with `restamp` (RFC patch 2) one whose PTE is already PROT_NONE is stamped too and then left
-    alone. tlb_finish_mmu() then flushes the mm's TLBs over the span of the updated PTEs, from the
-    scanning task's CPU `sender` (tlb.py). Returns the number of PTEs updated (numa_pte_updates)."""
+    alone. A large folio's state is on its head page: its PTEs inside the range are counted (the tail
+    PTEs of a folio whose head lies before `start` are not walked: simplified). tlb_finish_mmu()
+    then flushes the mm's TLBs over the span of the updated PTEs, from the scanning task's CPU
+    `sender` (tlb.py). Returns the number of PTEs updated (numa_pte_updates)."""
     flags, flags2, node, pgdat = s.pages.flags, s.pages.flags2, s.pages.node, s.pgdat
     updated = 0
     first = end
@@ -407,11 +409,14 @@ def change_prot_numa(s, mm, sender, start, end, stamp, skip_toptier, tiering, re
             continue               # patch 2: stamped, the PTE left as it is (no update, no flush)
         flags[xu] = f | PG_PROTNONE
         flags2[xu] = f2 & ~F2_PTE_WRITE        # pte_modify(PAGE_NONE): no write bit (memory.py)
-        s.counters[nid, Vm.NUMA_PTE_UPDATES] += 1
+        # a large folio's PTEs all change (a PMD-mapped one counts HPAGE_PMD_NR, as
+        # change_pmd_range adds): its state lives on the head, the count is per PTE in range
+        nr = min(folio_nr_pages(s, xu), np.int64(end - x))
+        s.counters[nid, Vm.NUMA_PTE_UPDATES] += nr
         if updated == 0:
             first = x
-        updated += 1
-        last = x
+        updated += nr
+        last = x + nr - 1
     if updated > 0:
         flush_tlb_mm_range(s, mm, sender, first, last - first + 1)
     return updated
