@@ -57,6 +57,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pandas as pd
 
 from ..api import Simulation
+from ..errors import ConfigError
 from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
@@ -109,8 +110,9 @@ def _runs(jobs: int | None) -> tuple[list, list]:
     for pol in ("baseline-4k", "v1", "v2-simple-order"):
         keys.append((BROWSER, pol))
         args.append(("anon-browser", {}, pol))
-    if worker_count(jobs) > 1:
-        with ProcessPoolExecutor(worker_count(jobs), mp_context=multiprocessing.get_context("fork")) as ex:
+    workers = worker_count(jobs)
+    if workers > 1:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
             return keys, list(ex.map(_run, args))
     return keys, list(map(_run, args))
 
@@ -136,7 +138,6 @@ def experiment(jobs: int, policy: str) -> str:
                               "64k-folio row")
 def reproduce(scale: float = 1.0, progress: bool = False, jobs: int | None = None):
     if scale != 1:
-        from ..errors import ConfigError
         raise ConfigError(f"--scale: anon-folio-order replays recorded VMA sizes; accepted: 1, got {scale!r}")
     pub = published("anon_folio_order.csv")
 
