@@ -320,17 +320,19 @@ def run_initramfs(base: Path, run_script: str, dest: Path) -> Path:
 DISK_FORMAT = 1     # bump when the way the image is made changes
 
 
-def ensure_disk(files: dict[str, int], log=None) -> Path | None:
-    """An ext4 image (mkfs.ext4 -d) holding `files` (name -> size in bytes, filled with random
-    bytes: no holes, so every page is read from the disk); None when there are no files."""
+def ensure_disk(files: dict[str, int | bytes], log=None) -> Path | None:
+    """An ext4 image (mkfs.ext4 -d) holding `files`: name -> size in bytes (filled with random
+    bytes: no holes, so every page is read from the disk) or the file's contents (bytes); None
+    when there are no files."""
     if not files:
         return None
-    key = _digest(DISK_FORMAT, *sorted(files.items()))
+    key = _digest(DISK_FORMAT, *sorted((k, hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v)
+                                       for k, v in files.items()))
     out = cache_dir() / "disks" / f"disk-{key}.img"
     if out.exists():
         return out
     mkfs = require_tool("mkfs.ext4", "e2fsprogs")
-    total = sum(files.values())
+    total = sum(len(v) if isinstance(v, bytes) else v for v in files.values())
     if log:
         log(f"making an ext4 image with {len(files)} file(s), {total / 2**20:.0f} MiB ...")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -339,6 +341,9 @@ def ensure_disk(files: dict[str, int], log=None) -> Path | None:
         stage.mkdir()
         block = os.urandom(1 << 20)
         for name, size in files.items():
+            if isinstance(size, bytes):
+                (stage / name).write_bytes(size)
+                continue
             with open(stage / name, "wb") as f:
                 left = size
                 while left > 0:

@@ -46,6 +46,12 @@ def format_run(run, all_counters: bool = False) -> str:
     t = run.table(all_counters=all_counters)
     rows = [[r.counter, _fmt_count(r.guest), _fmt_count(r.model), _fmt_ratio(r.ratio)] for r in t.itertuples()]
     lines += _table(["counter", "guest", "model", "model/guest"], rows, right={1, 2, 3})
+    mt = run.mthp_table()
+    if len(mt):
+        lines.append("")
+        rows = [[f"{r.size}/{r.stat}", _fmt_count(r.guest), _fmt_count(r.model), _fmt_ratio(r.ratio)]
+                for r in mt.itertuples()]
+        lines += _table(["per-size THP stat", "guest", "model", "model/guest"], rows, right={1, 2, 3})
     lines.append("")
     lines.append("'-' in guest: Linux 6.12 has no such counter; pgalloc and allocstall are the kernel's per-zone counters summed")
     return "\n".join(lines)

@@ -45,6 +45,9 @@ class OracleRun:
     def table(self, names=None, all_counters: bool = False) -> pd.DataFrame:
         return side_by_side(self.guest, self.model.counters, names, all_counters)
 
+    def mthp_table(self) -> pd.DataFrame:
+        return mthp_side_by_side(self.guest, self.model.mthp)
+
     def to_dict(self) -> dict:
         t = self.table()
         return {"spec": self.spec, "kernel": self.guest.kernel, "guest_wall_s": self.wall_s,
@@ -52,6 +55,8 @@ class OracleRun:
                 "model_machine": self.model_machine, "warnings": self.warnings,
                 "comparison": [{"counter": r.counter, "guest": _num(r.guest), "model": _num(r.model),
                                 "ratio": _num(r.ratio)} for r in t.itertuples()],
+                "mthp_comparison": [{"size": r.size, "stat": r.stat, "guest": _num(r.guest), "model": _num(r.model),
+                                     "ratio": _num(r.ratio)} for r in self.mthp_table().itertuples()],
                 "guest": self.guest.to_dict(), "model": self.model.to_dict()}
 
 
@@ -96,6 +101,22 @@ def side_by_side(guest: GuestResult, model_counters: pd.Series, names=None, all_
         seen = {r[0] for r in rows}
         rows += [(k, int(v), None, math.nan) for k, v in guest.counters.items() if v and k not in seen]
     return pd.DataFrame(rows, columns=["counter", "guest", "model", "ratio"])
+
+
+def mthp_side_by_side(guest: GuestResult, model_mthp: pd.DataFrame) -> pd.DataFrame:
+    """size, stat, guest, model, ratio for the per-size THP stats both have (the sizes the model
+    has: orders 2 .. PMD), rows where either side counted."""
+    rows = []
+    if guest.mthp.empty:
+        return pd.DataFrame(rows, columns=["size", "stat", "guest", "model", "ratio"])
+    for size, mrow in model_mthp.iterrows():
+        for stat, m in mrow.items():
+            if stat == "order" or size not in guest.mthp.index or stat not in guest.mthp.columns:
+                continue
+            g = int(guest.mthp.loc[size, stat])
+            if m or g:
+                rows.append((size, stat, g, int(m), ratio(int(m), g)))
+    return pd.DataFrame(rows, columns=["size", "stat", "guest", "model", "ratio"])
 
 
 def model_machine(machine: Machine, guest: GuestResult) -> Machine:

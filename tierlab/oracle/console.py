@@ -65,6 +65,8 @@ class GuestResult:
     exit_status: int | None = None
     errors: list = field(default_factory=list)
     numa_scan_seq: int | None = None   # mm->numa_scan_seq after the workload: NUMA scanner passes completed
+    # per-size THP stats (hugepages-<size>kB/stats/*) after - before, indexed like the model's Result.mthp
+    mthp: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def node_tier(self) -> dict[int, int]:
         """node -> memory tier id, as the guest placed them."""
@@ -84,6 +86,18 @@ class GuestResult:
                 "marks_s": self.marks_s.to_dict(orient="list"), "run_time_s": self.run_time_s,
                 "knobs": self.knobs, "settings": self.settings, "tiers": self.tiers,
                 "numa_scan_seq": self.numa_scan_seq, "exit_status": self.exit_status, "errors": self.errors}
+
+
+def _mthp(blocks: dict) -> pd.DataFrame:
+    """`mthp.<size>kB before/after` blocks (one `stat value` line per file of hugepages-<size>kB/stats):
+    after - before, index hugepages-<size>kB (smallest size first), one column per stat."""
+    rows = {}
+    for (what, when), body in blocks.items():
+        if what.startswith("mthp.") and when == "after" and ("mthp." + what[5:], "before") in blocks:
+            after, before = _pairs(body, _VMSTAT), _pairs(blocks[(what, "before")], _VMSTAT)
+            rows[f"hugepages-{what[5:]}"] = {k: v - before.get(k, 0) for k, v in after.items()}
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    return df.loc[sorted(df.index, key=lambda i: int(i[10:-2]))] if len(df) else df
 
 
 def _blocks(lines: list[str]) -> dict[tuple[str, str], list[str]]:
@@ -186,6 +200,7 @@ def parse_console(text: str) -> GuestResult:
                       zones=_zoneinfo(blocks.get(("zoneinfo", "after"))),
                       zones_before=_zoneinfo(blocks.get(("zoneinfo", "before"))),
                       marks_s=pd.DataFrame(columns=["task", "mark", "time_s"]), run_time_s=float("nan"))
+    res.mthp = _mthp(blocks)
     for (what, when), body in blocks.items():
         if what.startswith("task") and what.endswith(".sched"):
             for ln in body:

@@ -139,9 +139,11 @@ def knob_writes(kernel: Kernel) -> list[tuple[str, str, str]]:
     """(name, path, value) for every knob to write in the guest: every knob with a sysfs/sysctl/
     debugfs path, at its value in `kernel` (min_free_kbytes only when set, else the kernel's own
     computation stands). Knobs without a path in Linux 6.12 must be at their defaults."""
-    out = []
+    out = mthp_writes(kernel)
     set_ = kernel.to_dict()
     for name, knob in KNOBS.items():
+        if name in MTHP_KNOBS:
+            continue
         if name in NOT_IN_KERNEL or not knob.where.startswith("/"):
             if name in set_ and set_[name] != knob.default:
                 raise ConfigError(f"{name}: Linux 6.12 has no such setting ({knob.where}); the oracle runs it "
@@ -153,6 +155,30 @@ def knob_writes(kernel: Kernel) -> list[tuple[str, str, str]]:
     # numa_balancing last: the scanner starts with its debugfs settings already in place
     out.sort(key=lambda t: t[0] == "numa_balancing")
     return out
+
+
+# The anon fault order policies Linux 6.12 has (seed 001's v1/v2 were never merged; multi-size THP
+# was), as the model's anon_folio_orders values, and where the mthp policy's orders go.
+MTHP_KNOBS = ("anon_folio_orders", "huge_anon_orders_always")
+ANON_ORDERS_IN_KERNEL = {0: "region", 1: "baseline-4k", 5: "mthp"}
+THP_DIR = "/sys/kernel/mm/transparent_hugepage"
+MTHP_ORDERS = range(2, 10)
+
+
+def mthp_writes(kernel: Kernel) -> list[tuple[str, str, str]]:
+    """The per-size THP switches (hugepages-<size>kB/enabled) for the model's anon fault order
+    policy: mthp writes `always` for the orders of huge_anon_orders_always and `never` for the
+    others; baseline-4k `never` for all; region (the default) leaves the guest as booted
+    (transparent_hugepage=never). v1, v2 and v2-simple-order are refused."""
+    pol = int(kernel.get("anon_folio_orders"))
+    if pol not in ANON_ORDERS_IN_KERNEL:
+        raise ConfigError(f"anon_folio_orders: Linux 6.12 has multi-size THP, not seed 001's earlier policies; "
+                          f"the oracle accepts {', '.join(ANON_ORDERS_IN_KERNEL.values())}")
+    if pol == 0:
+        return []
+    mask = int(kernel.get("huge_anon_orders_always")) if pol == 5 else 0
+    return [("huge_anon_orders_always", f"{THP_DIR}/hugepages-{4 << o}kB/enabled",
+             "always" if mask >> o & 1 else "never") for o in MTHP_ORDERS]
 
 
 def _device_path(path: str, disk: bool) -> str:
@@ -174,6 +200,11 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         "  echo \"@@tierlab begin vmstat $1\"; cat /proc/vmstat; echo '@@tierlab end'",
         "  echo \"@@tierlab begin zoneinfo $1\"; cat /proc/zoneinfo; echo '@@tierlab end'",
         "  echo \"@@tierlab begin interrupts $1\"; grep '^ *TLB:' /proc/interrupts; echo '@@tierlab end'",
+        f"  for d in {THP_DIR}/hugepages-*kB; do",
+        "    echo \"@@tierlab begin mthp.${d##*hugepages-} $1\"",
+        # the shell's own read, not $(cat): a fork per file would add its faults to the counters
+        "    for f in $d/stats/*; do read v < $f; echo \"${f##*/} $v\"; done; echo '@@tierlab end'",
+        "  done",
         "  for n in /sys/devices/system/node/node[0-9]*; do",
         "    for f in meminfo vmstat; do",
         "      echo \"@@tierlab begin ${n##*/}.$f $1\"; cat $n/$f; echo '@@tierlab end'",
@@ -189,7 +220,7 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
     for name, path, value in knob_writes(kernel):
         if _device_path(path, disk):
             lines.append(f"w {shlex.quote(_device_path(path, disk))} {shlex.quote(value)}")
-    for path in guest_settings:
+    for path in list(guest_settings) + [path for _, path, _ in mthp_writes(kernel)]:
         lines.append(f"echo \"@@tierlab setting {path} $(cat {shlex.quote(path)})\"")
     for name, knob in KNOBS.items():
         if knob.where.startswith("/") and name not in NOT_IN_KERNEL and _device_path(knob.where, disk):
@@ -203,7 +234,12 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         # the model's final state does; then it is killed. A program that fails exits instead.
         " ".join([shlex.quote(f"/bin/tierlab-{program}")] + [shlex.quote(a) for a in args]) + " &",
         "pid=$!",
-        "while s=$(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null) && [ \"$s\" != T ] && [ \"$s\" != Z ]; do sleep 0.1; done",
+        # polled with shell builtins only: a $(cut) or a sleep forks, and the child's faults would
+        # count (~40 per fork); the 0.1 s wait is a timed read of a FIFO no one writes
+        "mkfifo /tmp/tick; exec 3<>/tmp/tick",
+        "while read -r _ _ s _ < /proc/$pid/stat 2>/dev/null && [ \"$s\" != T ] && [ \"$s\" != Z ]; do",
+        "  read -t 0.1 -u 3 _",
+        "done",
         "if [ \"$s\" = T ]; then",
         "  echo '@@tierlab exit 0'; dump after",
         "  for t in /proc/$pid/task/*; do",
@@ -233,7 +269,7 @@ def require_qemu() -> str:
     return build.require_tool(QEMU, "qemu-system-x86")
 
 
-def boot(machine: Machine, program: str, args: list[str], files: dict[str, int], kernel: Kernel,
+def boot(machine: Machine, program: str, args: list[str], files: dict, kernel: Kernel,
          guest_settings: dict[str, str] | None = None, timeout_s: float = 900, accel: str = "tcg",
          log=None) -> Boot:
     """Build (or take from the cache) everything, boot `machine` (a `guest_machine`), run `program`

@@ -7,6 +7,8 @@ parameters as the workload parsed them (sizes after --scale); their random numbe
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from ..workloads.base import Workload
@@ -45,11 +47,71 @@ def _hot_chunks(w, seed: int):
     return "hot-chunks", args, {}
 
 
-PROGRAMS = {"file-read": _file_read, "random-read": _random_read, "hot-chunks": _hot_chunks}
+# anon_replay.c's record kinds
+REC_STORE, REC_MMAP, REC_MUNMAP, REC_RESIZE = 0, 1, 2, 3
 
 
-def guest_program(workload: Workload, seed: int = 0, extra: dict | None = None) -> tuple[str, list[str], dict[str, int]]:
-    """(program name, its key=value arguments, files the disk must hold: name -> bytes). `extra`
+def anon_ops(w) -> bytes:
+    """The op file of anon_replay.c for a recorded anon workload (anon-build, anon-browser): every
+    process's control ops and stores in the order the workload gives them, process after process,
+    each process's exit written as the munmap of the regions it still has mapped."""
+    from ..core.ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP, OP_CTRL, OP_STORE
+    sizes = np.array([r.pages for r in w.regions()], np.int64)
+    start = np.concatenate([[0], np.cumsum(sizes)])
+    recs = []
+    for i in range(w.nr_tasks):
+        pages, ops = w._ops(i)
+        live = set()
+        ctrl = np.flatnonzero(ops & OP_CTRL)
+        bounds = np.concatenate([[-1], ctrl, [len(ops)]])
+        for k in range(len(bounds) - 1):
+            lo, hi = bounds[k] + 1, bounds[k + 1]
+            if hi > lo:                     # a run of accesses: stores, grouped by region and run
+                pg = pages[lo:hi]
+                if not np.all(ops[lo:hi] == OP_STORE):
+                    raise ConfigError(f"oracle: {w.name} has an access other than a store; anon_replay.c "
+                                      f"replays stores only")
+                reg = np.searchsorted(start, pg, side="right") - 1
+                cut = np.flatnonzero((np.diff(pg) != 1) | (np.diff(reg) != 0)) + 1
+                for a, b in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(pg)]])):
+                    r = int(reg[a])
+                    recs.append((REC_STORE, r, int(pg[a] - start[r]), int(b - a)))
+            if hi >= len(ops):
+                break
+            op, arg = int(ops[hi]), int(pages[hi])
+            kind, slot, n = op & CTRL_KIND_MASK, arg & ((1 << CTRL_ARG_SHIFT) - 1), arg >> CTRL_ARG_SHIFT
+            if kind == CTRL_MMAP:
+                recs.append((REC_MMAP, slot, 0, n or int(sizes[slot])))
+                live.add(slot)
+            elif kind == CTRL_BRK:
+                recs.append((REC_RESIZE, slot, 0, n))
+                (live.add if n else live.discard)(slot)
+            elif kind == CTRL_MUNMAP:
+                recs.append((REC_MUNMAP, slot, 0, 0))
+                live.discard(slot)
+            elif kind == CTRL_EXIT:
+                recs += [(REC_MUNMAP, r, 0, 0) for r in sorted(live)]
+                live.clear()
+            else:
+                raise ConfigError(f"oracle: {w.name} has a control op anon_replay.c does not replay "
+                                  f"(kind {kind}); accepted: mmap, munmap, brk, exit")
+    head = np.concatenate([[len(sizes)], start]).astype("<i8").tobytes()
+    return b"TLANON01" + head + np.array(recs, "<i8").reshape(-1, 4).tobytes()
+
+
+def _anon_replay(w, seed: int):
+    if w.user_time:
+        raise ConfigError("user_time: the guest program replays the VMA calls and touches only; accepted: 0")
+    return "anon-replay", {"ops": "/mnt/anon-ops.bin"}, {"anon-ops.bin": anon_ops(w)}
+
+
+PROGRAMS = {"file-read": _file_read, "random-read": _random_read, "hot-chunks": _hot_chunks,
+            "anon-build": _anon_replay, "anon-browser": _anon_replay}
+
+
+def guest_program(workload: Workload, seed: int = 0, extra: dict | None = None) -> tuple[str, list[str], dict]:
+    """(program name, its key=value arguments, files the disk must hold: name -> size in bytes (random
+    contents) or the contents themselves). `extra`
     adds or replaces program arguments the workload has no param for (see the program's header)."""
     fn = PROGRAMS.get(workload.name)
     if fn is None:
