@@ -49,6 +49,11 @@ def test_a_populated_pte_lowers_the_order(policy, expect):
     sim.set_knobs(anon_folio_orders=policy)
     run(sim, [(10, STORE)])
     assert folio(sim, 10) == expect
+    # the order histogram of the VMA (Result.anon_fault_orders): page 3's fault was under
+    # baseline-4k, which is a seed-001 policy too
+    orders = sim.result().anon_fault_orders.set_index("region").loc["a"]
+    assert orders["pages"] == 64 and orders[0] == 1 + (expect[1] == 0) and orders[3] == (expect[1] == 3)
+    assert orders.drop(["pages", 0, 3]).sum() == 0
 
 
 def test_the_zero_page_and_the_vma_end_count_as_populated_and_bounds():

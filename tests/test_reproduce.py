@@ -96,3 +96,14 @@ def test_seed003_is_listed_with_sourced_data():
     for csv in ("mglru_fio.csv", "mglru_fio_profile.csv"):
         pub = published(csv)
         assert pub.source.notna().all() and all("seed 003" in x for x in pub.source), csv
+
+
+def test_frames_from_the_buddy_leave_the_seed000_table_as_it_is(seed000):
+    """With page_alloc_model=buddy every simulation (the calibration's too) takes frames from the
+    buddy allocator, so the physical adjacency the list-order variants depend on comes from real
+    frames: the page cache of a sequential read on a fresh machine gets ascending, adjacent frames,
+    and the table is the counting allocator's, value for value."""
+    buddy = run_reproduction("pagecache-promotion-128g", scale=64, steady_cycles=2, cycles=12,
+                             page_alloc_model="buddy")
+    assert buddy.attrs["page_alloc_model"] == "buddy"
+    pd.testing.assert_frame_equal(buddy, seed000)

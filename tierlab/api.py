@@ -74,6 +74,9 @@ class Result:
     mthp: pd.DataFrame = field(default_factory=pd.DataFrame)
     # per anon folio size (hugepages-16kB .. hugepages-2048kB, orders 2..9): the per-size stats of
     # /sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/stats (core/huge_memory.py)
+    anon_fault_orders: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per region (VMA slot) that faulted anon folios in under a seed-001 policy: its size in pages and
+    # the folios per order (0..9) it got (Simulation.mthp_by_region)
     buddyinfo: pd.DataFrame | None = None
     # with page_alloc_model="buddy": /proc/buddyinfo, free blocks per node and order at the end
     # a sample of should_numa_migrate_memory()'s latency tests (core/numa_balancing.hint_latency_log):
@@ -389,7 +392,7 @@ class Simulation:
                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
                      devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times(),
                      hint_latency=self.hint_latency(), profile=self.profile(), mthp=self.mthp_stats(),
-                     buddyinfo=self.buddyinfo())
+                     anon_fault_orders=self.mthp_by_region(), buddyinfo=self.buddyinfo())
         res.summary = self.workload.summary(res, self.phase_start_ns)
         return res
 
@@ -494,6 +497,17 @@ class Simulation:
         df = pd.DataFrame(self.state.mthp[2:], columns=list(MTHP_STAT_NAMES),
                           index=pd.Index([f"hugepages-{4 << o}kB" for o in orders], name="size"))
         df.insert(0, "order", list(orders))
+        return df
+
+    def mthp_by_region(self) -> pd.DataFrame:
+        """Per region slot with anon faults under a seed-001 policy: its name, size (pages) and the
+        folios it faulted in per order (columns 0..9): the order histogram per VMA size."""
+        fo = self.state.regions.fault_orders
+        rows = np.flatnonzero(fo.sum(axis=1))
+        regions = self.workload.regions()
+        df = pd.DataFrame(fo[rows], columns=list(range(fo.shape[1])))
+        df.insert(0, "pages", [regions[r].pages for r in rows])
+        df.insert(0, "region", [regions[r].name for r in rows])
         return df
 
     def buddyinfo(self) -> pd.DataFrame | None:

@@ -268,6 +268,18 @@ def buddy_high_order_ok(s, nid, order):
     return False
 
 
+@jit_inline
+def free_pages_from_order(s, nid, order):
+    """Free pages of node `nid` in blocks of `order` or more (/proc/buddyinfo's columns from `order`
+    on, in pages): what an allocation of that order can be served from. 0 with the buddy off."""
+    if not buddy_on(s):
+        return np.int64(0)
+    n = np.int64(0)
+    for o in range(order, NR_PAGE_ORDERS):
+        n += s.buddy.nr_free[nid, o] << o
+    return n
+
+
 # ---- the per-CPU lists ----------------------------------------------------------------------------
 
 @jit

@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
 
+from .buddy import free_pages_from_order
 from .cost import line_load_ns, mem_fast_ok
 from .fileio import syscall_end
 from .filemap import filemap_access
@@ -187,6 +188,7 @@ def node_gauges(s, nid, out):
     out[4] = lru[LRU_ACTIVE_FILE]
     out[5] = s.pgdat[nid].nr_isolated
     out[6] = s.pgdat[nid].migrc_pending_nr
+    out[7] = free_pages_from_order(s, nid, 4)
 
 
 def sample_columns(nr_nodes: int) -> int:

@@ -95,10 +95,13 @@ def alloc_anon_folio(s, p, r, cpu, page, clock, scratch, cands):
         cost += c
         if nid >= 0:
             count_anon_fault(s, cpu_nid, order, MthpStat.ANON_FAULT_ALLOC, Vm.THP_FAULT_ALLOC)
+            s.regions.fault_orders[r, order] += 1
             return nid, head, nr, nr_swapped, cost
         count_anon_fault(s, cpu_nid, order, MthpStat.ANON_FAULT_FALLBACK, Vm.THP_FAULT_FALLBACK)
         order = next_order(orders, order)
     nid, head, nr, nr_swapped, c = folio_alloc_add(s, p, r, cpu, page, 0, clock, scratch, cands, GFP_KERNEL)
+    if nid >= 0:
+        s.regions.fault_orders[r, 0] += 1
     return nid, head, nr, nr_swapped, cost + c
 
 

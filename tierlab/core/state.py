@@ -382,6 +382,7 @@ class Regions(NamedTuple):
     advice: np.ndarray    # int8[R] FADV_*: the file's access advice (readahead.py)
     vm_flags: np.ndarray  # int8[R] the slot's VMA protection: VM_READ, VM_WRITE
     numab: np.ndarray     # VMA_NUMAB_DTYPE[R] the slot's vma->numab_state (numa_balancing.py), a recarray
+    fault_orders: np.ndarray  # int64[R, 10] anon folios faulted in per order under a seed-001 policy (memory.py)
 
 
 class Tlbs(NamedTuple):
@@ -502,7 +503,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                       advice=np.asarray(region_advice if region_advice is not None else [FADV_NORMAL] * R, np.int8),
                       vm_flags=np.asarray(region_vm_flags if region_vm_flags is not None
                                           else [VM_READ | VM_WRITE] * R, np.int8),
-                      numab=np.zeros(R, VMA_NUMAB_DTYPE).view(np.recarray))
+                      numab=np.zeros(R, VMA_NUMAB_DTYPE).view(np.recarray),
+                      fault_orders=np.zeros((R, 10), np.int64))
     pgdat = np.zeros(N, PGDAT_DTYPE)
     pgdat["managed"] = managed
     pgdat["free"] = managed

@@ -119,5 +119,6 @@ NODE_GAUGE_NAMES = (
     "nr_active_file",
     "nr_isolated",
     "migrc_pending_nr",     # MIGRC's held source folios (zone->migrc_pending_nr of the series; tlb.py)
+    "nr_free_pages_64k",    # free pages in blocks of 64 KiB or more (buddyinfo from order 4; buddy only)
 )
 NR_NODE_GAUGES = len(NODE_GAUGE_NAMES)

@@ -52,7 +52,8 @@ CYCLES = 50
 DRAM, CXL = 0, 1
 
 
-def calibrate(machine: Machine, target_dram: float, target_cxl: float, scale: float = 16.0, iters: int = 3):
+def calibrate(machine: Machine, target_dram: float, target_cxl: float, scale: float = 16.0, iters: int = 3,
+              page_alloc_model: str = "counts"):
     """Fit seq_4k_ns of the DRAM and CXL nodes to the two baseline columns (secant method on runs at
     `scale`; per-page costs do not depend on the file size). The secant stops once within 0.05 %
     of the target, and the best point tried is kept."""
@@ -60,7 +61,7 @@ def calibrate(machine: Machine, target_dram: float, target_cxl: float, scale: fl
     for node, target in ((DRAM, target_dram), (CXL, target_cxl)):
         def f(x):
             mx = m.with_costs(seq_4k_ns=[x if i == node else None for i in range(m.nr_nodes)])
-            return _Phases(mx, node, scale).phase(2).mean() - target
+            return _Phases(mx, node, scale, page_alloc_model=page_alloc_model).phase(2).mean() - target
         x0 = m.nodes[node].seq_4k_ns
         x1 = x0 * 1.05
         f0, f1 = f(x0), f(x1)
@@ -80,7 +81,7 @@ def calibrate(machine: Machine, target_dram: float, target_cxl: float, scale: fl
           "seed 000: 128 GB file read on 768 GB DRAM + 256 GB CXL, page-cache promotion table (5 columns, "
           "first 10 promotion cycles, unlimited variant, mechanism off, add vs add_tail)")
 def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2, cycles: int = CYCLES,
-              jobs: int | None = None):
+              jobs: int | None = None, page_alloc_model: str = "counts"):
     """The seed's tests as simulations that each place the page cache once (the set-up read) and
     then toggle knobs the way the seed does through sysctl/sysfs:
       A (file bound to DRAM): mechanisms off -> numa_balancing=2 -> + pagecache_promotion_enabled=1
@@ -91,27 +92,30 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     `jobs` > 1 (default: 2 on Linux with two CPUs, when this process runs no other thread) runs A,
     C and D in a forked worker process while this process runs B; the worker repeats B's set-up
     read and baseline for C and D. Every simulation is deterministic, so the
-    table is bit-identical for any `jobs`."""
+    table is bit-identical for any `jobs`. `page_alloc_model="buddy"` runs every simulation (the
+    calibration's too) with frames from the buddy allocator: physical adjacency, which the list
+    order variants turn on, then comes from the frames the allocator hands out."""
     n_jobs = worker_count(jobs)
     bar = _bar(progress, 1 + 2 * steady_cycles + cycles + (0 if n_jobs > 1 else 1 + 3 * steady_cycles))
     tick = None if bar is None else bar.update
     pub = published("pagecache_promotion_128g.csv")
     P = {r.metric: r.published for r in pub.itertuples() if r.experiment == "pagecache-promotion-128g"}
-    machine, fitted = calibrate(Machine.load("dram-cxl-1tb"), P["dram_base_s_per_cycle"], P["cxl_base_s_per_cycle"])
+    machine, fitted = calibrate(Machine.load("dram-cxl-1tb"), P["dram_base_s_per_cycle"], P["cxl_base_s_per_cycle"],
+                                page_alloc_model=page_alloc_model)
     m = machine.scaled(scale)
     try:
         if n_jobs > 1:
             ctx = multiprocessing.get_context("fork")   # the worker inherits the loaded numba code
             with ProcessPoolExecutor(1, mp_context=ctx) as ex:
-                other = ex.submit(_dram_and_variants, m, scale, steady_cycles, cycles)
-                b, cxl_base = _cxl(m, scale, steady_cycles, tick)
+                other = ex.submit(_dram_and_variants, m, scale, steady_cycles, cycles, page_alloc_model)
+                b, cxl_base = _cxl(m, scale, steady_cycles, tick, page_alloc_model)
                 v3 = _v3(b, steady_cycles, cycles)
                 if bar is not None:
                     bar.set_postfix_str("waiting for the worker (DRAM runs, list_add, unlimited)")
                 dram, variants = other.result()
         else:
-            dram = _dram(m, scale, steady_cycles, tick)
-            b, cxl_base = _cxl(m, scale, steady_cycles, tick)
+            dram = _dram(m, scale, steady_cycles, tick, page_alloc_model)
+            b, cxl_base = _cxl(m, scale, steady_cycles, tick, page_alloc_model)
             c, d = b.fork(), b.fork()
             v3 = _v3(b, steady_cycles, cycles)
             if bar is not None:     # the variants promote in at most as many rounds as v3
@@ -150,6 +154,7 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     out.attrs["cycle_times_s"] = times.tolist()
     out.attrs["cycle_times_add_s"] = t_add.tolist()
     out.attrs["cycle_times_unlimited_s"] = t_unl.tolist()
+    out.attrs["page_alloc_model"] = page_alloc_model
     return out
 
 
@@ -167,17 +172,17 @@ def _bar(progress, total):
                dynamic_ncols=True, leave=False)
 
 
-def _dram(m, scale, steady_cycles, tick=None) -> dict:
+def _dram(m, scale, steady_cycles, tick=None, page_alloc_model="counts") -> dict:
     """A: the DRAM columns (1-3)."""
-    a = _Phases(m, DRAM, scale, tick)
+    a = _Phases(m, DRAM, scale, tick, page_alloc_model)
     return {"dram_base_s_per_cycle": a.phase(steady_cycles).mean(),
             "promo_on_s_per_cycle": a.phase(steady_cycles, numa_balancing=2).mean(),
             "toptier_check_s_per_cycle": a.phase(steady_cycles, pagecache_promotion_enabled=1).mean()}
 
 
-def _cxl(m, scale, steady_cycles, tick=None):
+def _cxl(m, scale, steady_cycles, tick=None, page_alloc_model="counts"):
     """The CXL machine after its set-up read and baseline phase (column 4)."""
-    b = _Phases(m, CXL, scale, tick)
+    b = _Phases(m, CXL, scale, tick, page_alloc_model)
     return b, b.phase(steady_cycles).mean()
 
 
@@ -207,10 +212,10 @@ def _variants(c, d, steady_cycles, cycles) -> dict:
             "unlimited": _variant(d, steady_cycles, cycles, pagecache_promotion_cap="unlimited")}
 
 
-def _dram_and_variants(m, scale, steady_cycles, cycles):
+def _dram_and_variants(m, scale, steady_cycles, cycles, page_alloc_model="counts"):
     """The worker's share when jobs > 1: A, then C and D from their own CXL set-up."""
-    dram = _dram(m, scale, steady_cycles)
-    c, _ = _cxl(m, scale, steady_cycles)
+    dram = _dram(m, scale, steady_cycles, page_alloc_model=page_alloc_model)
+    c, _ = _cxl(m, scale, steady_cycles, page_alloc_model=page_alloc_model)
     return dram, _variants(c, c.fork(), steady_cycles, cycles)
 
 
@@ -219,12 +224,13 @@ class _Phases:
     phases of read cycles, each after writing some knobs. Cycle times come from the MARK at the end
     of every pass; promotions per cycle from pgpromote_success read at those marks."""
 
-    def __init__(self, machine, node, scale, tick=None, **knobs):
+    def __init__(self, machine, node, scale, tick=None, page_alloc_model="counts", **knobs):
         self.scale = scale
         self.tick = tick            # called after every pass over the file (progress)
         params = {"file_size": FILE, "read_size": READ_SIZE, "cycles": 1, "file_policy": f"bind:{node}"}
         self.w = make_workload("file-read", params, scale=scale)
-        self.sim = Simulation(machine, Kernel(**knobs), self.w, seed=0, sample_interval_ms=1e9)
+        self.sim = Simulation(machine, Kernel(**knobs), self.w, seed=0, sample_interval_ms=1e9,
+                              page_alloc_model=page_alloc_model)
         self.sim.run(self._passes(0, warmup=True))      # set-up read: places the page cache
         self._tick()
         self.promoted = [int(self.sim.state.counters[:, Vm.PGPROMOTE_SUCCESS].sum())]
