@@ -60,7 +60,7 @@ def anon_ops(w) -> bytes:
     start = np.concatenate([[0], np.cumsum(sizes)])
     recs = []
     for i in range(w.nr_tasks):
-        pages, ops = w._ops(i)
+        pages, ops = w.process_ops(i)
         live = set()
         ctrl = np.flatnonzero(ops & OP_CTRL)
         bounds = np.concatenate([[-1], ctrl, [len(ops)]])

@@ -40,7 +40,7 @@ class AnonBrowser(AnonReplay):
         return progs.sort_values("anon_touched_pages", ascending=False).head(1)
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
-        pages, ops = self._ops(0)
+        pages, ops = self.process_ops(0)
         n = pages.shape[0]
         for a in range(0, n, CHUNK_ACCESSES):
             b = min(n, a + CHUNK_ACCESSES)

@@ -101,7 +101,8 @@ class AnonReplay(Workload):
     def processes(self) -> list[Process]:
         return [Process(f"{pe.comm}.{i}") for i, pe in enumerate(self._plan()[0])]
 
-    def _ops(self, i):
+    def process_ops(self, i):
+        """(pages, ops) of process i: its control ops and stores, its exit last (_anon.process_ops)."""
         pes, slots, _, where = self._plan()
         return process_ops(pes[i], slots[i], i % self.nr_lanes, where, self.user_time)
 
@@ -143,7 +144,7 @@ class AnonBuild(AnonReplay):
             offsets = np.zeros(T + 1, np.int64)
             pages, ops = [], []
             for i in range(w0, min(T, w0 + self.jobs)):
-                pg, op = self._ops(i)
+                pg, op = self.process_ops(i)
                 offsets[i + 1] = pg.shape[0]
                 pages.append(pg)
                 ops.append(op)
