@@ -6,6 +6,7 @@ import pytest
 
 from simkit import DRAM, LOAD, STORE, counters, machine, make_sim, run, seq
 from tierlab.core import buddy as bd
+from tierlab.core import state as st
 from tierlab.errors import ConfigError
 from tierlab.kernel import Kernel
 from tierlab.workloads.base import Region
@@ -193,3 +194,23 @@ def test_munmap_charges_ptes_rmaps_and_folios(policy, ptes, rmaps, folios):
     assert prof["do_syscall_64"] == pytest.approx(2 * c["syscall_ns"])
     assert prof["mmap_region"] == pytest.approx(2 * c["vma_op_ns"])
     assert sim.result().counters["pgfree"] == 16
+
+
+def test_swap_out_splits_a_folio_that_swap_has_no_room_for():
+    """shrink_folio_list(): add_to_swap() of a 64 KiB folio needs 16 entries. With swap for 40
+    pages, two folios go out whole (swpout), the third finds 8 entries: it is split
+    (swpout_fallback, split), 8 of its pages go out and the other 8 are activated
+    (activate_locked_split). Swap is then full, and the 640-page VMA on a 512-page node OOMs."""
+    sim = sim_of("mthp", pages=640, nodes=((512, 1, DRAM),), huge_anon_orders_always="64K",
+                 swap_size=f"{40 * 4}KiB")
+    with pytest.raises(ConfigError, match="out of memory"):
+        run(sim, seq(range(640), STORE))
+    row = sim.result().mthp.set_index("order").loc[4]
+    assert (int(row.swpout), int(row.swpout_fallback), int(row.split)) == (2, 1, 1)
+    c = counters(sim)
+    assert c["pswpout"] == 40 and int(sim.state.sys[0].nr_swap_used) == 40
+    assert c["pgactivate"] >= 8
+    assert c["thp_swpout"] == c["thp_swpout_fallback"] == 0      # PMD size only
+    # pages in swap per 64 KiB range: two whole folios and the split one's 8
+    swapped = (sim.state.pages.flags2[:640].reshape(-1, 16) & st.F2_SWAPPED != 0).sum(axis=1)
+    assert sorted(swapped[swapped > 0].tolist()) == [8, 16, 16]

@@ -25,7 +25,9 @@ no compaction -- with the buddy allocator (buddy.py) they fail when no free bloc
 left; with page counts only when the node is below its MIN watermark.
 
 Counters: per size `anon_fault_alloc` and `anon_fault_fallback` (/sys/kernel/mm/transparent_hugepage/
-hugepages-<size>kB/stats, MthpStat) and vmstat thp_fault_alloc / thp_fault_fallback.
+hugepages-<size>kB/stats, MthpStat) and vmstat thp_fault_alloc / thp_fault_fallback; `split`,
+`split_deferred`, `swpout` and `swpout_fallback` (reclaim.py: a large anon folio goes to swap whole
+when add_to_swap() finds room for all its pages, else it is split and its pages go one by one).
 
 Simplified: no userfaultfd, no memcg (so no anon_fault_fallback_charge), top-level THP `always`
 and every other size `never` (no madvise or inherit masks); the PTEs are checked once, before the
@@ -115,10 +117,14 @@ def anon_fault_order(s, p, r, page):
 
 
 @jit_inline
-def count_anon_fault(s, cpu_nid, order, item, pmd_item):
+def count_mthp_stat(s, nid, order, item, pmd_item):
+    """count_mthp_stat() of a large folio's size, and the vmstat event of the PMD size (none for
+    order 0)."""
+    if order == 0:
+        return
     s.mthp[order, item] += 1
     if order == HPAGE_PMD_ORDER:
-        s.counters[cpu_nid, pmd_item] += 1
+        s.counters[nid, pmd_item] += 1
 
 
 @jit_inline
@@ -149,21 +155,41 @@ def split_folio(s, head):
     if not (pg.flags[head] & PG_LRU):
         s.mthp[order, MthpStat.SPLIT_FAILED] += 1
         return False
-    nr = np.int64(1) << order
+    split_folio_pages(s, head, order)
+    for i in range(order_nr(order) - 1, 0, -1):
+        list_add_tail(s, head, head + i)
+    return True
+
+
+@jit_inline
+def split_isolated_folio(s, head):
+    """split_folio_to_list() of a folio reclaim has isolated, onto reclaim's own list: its pages
+    become isolated order-0 folios that the caller (shrink_folio_list) goes on with. Counted as a
+    split."""
+    split_folio_pages(s, head, np.int64(s.pages.order[head] & ORDER_MASK))
+
+
+@jit_inline
+def order_nr(order):
+    return np.int64(1) << order
+
+
+@jit_inline
+def split_folio_pages(s, head, order):
+    """__split_huge_page()'s per-page part: every tail gets the folio's flags, PTE state, stamp, node
+    and MGLRU generation and becomes order 0 (frames head + i follow head + i - 1); counted in the
+    size's `split` (thp_split_page for the PMD size)."""
+    pg = s.pages
     gen_refs = pg.order[head] & ~ORDER_MASK
-    for i in range(nr - 1, 0, -1):
+    for i in range(order_nr(order) - 1, 0, -1):
         x = head + i
         pg.order[x] = gen_refs
         pg.flags[x] = pg.flags[head]
-        pg.flags2[x] = pg.flags2[head] | F2_CONTIG        # frames head + i follow head + i - 1
+        pg.flags2[x] = pg.flags2[head] | F2_CONTIG
         pg.stamp[x] = pg.stamp[head]
         pg.node[x] = pg.node[head]
-        list_add_tail(s, head, x)
     pg.order[head] = gen_refs
-    s.mthp[order, MthpStat.SPLIT] += 1
-    if order == HPAGE_PMD_ORDER:
-        s.counters[pg.node[head], Vm.THP_SPLIT_PAGE] += 1
-    return True
+    count_mthp_stat(s, pg.node[head], order, MthpStat.SPLIT, Vm.THP_SPLIT_PAGE)
 
 
 @jit_inline
@@ -178,7 +204,5 @@ def deferred_split_at(s, x):
     head = x & ~((np.int64(1) << order) - 1)
     if order == 0 or head == x or not (s.pages.flags2[head] & F2_PRESENT):
         return
-    s.mthp[order, MthpStat.SPLIT_DEFERRED] += 1
-    if order == HPAGE_PMD_ORDER:
-        s.counters[s.pages.node[head], Vm.THP_DEFERRED_SPLIT_PAGE] += 1
+    count_mthp_stat(s, s.pages.node[head], order, MthpStat.SPLIT_DEFERRED, Vm.THP_DEFERRED_SPLIT_PAGE)
     split_folio(s, head)

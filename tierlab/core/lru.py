@@ -178,7 +178,14 @@ def folio_mark_accessed_end(s, p, head, hot):
 
 @jit_inline
 def can_swap(s, p):
-    return s.sys[0].nr_swap_used < p[P.SWAP_SIZE]
+    return swap_has_room(s, p, 1)
+
+
+@jit_inline
+def swap_has_room(s, p, nr):
+    """add_to_swap() can get nr swap entries for a folio (the swap device's entries counted, not
+    placed: no cluster fragmentation, simplified)."""
+    return s.sys[0].nr_swap_used + nr <= p[P.SWAP_SIZE]
 
 
 @jit_inline

@@ -63,7 +63,7 @@ from .ops import (
     ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
     OP_PAGE, OP_STORE, OP_STREAM, OP_WRITE,
 )
-from .huge_memory import anon_fault_order, anon_orders_policy, count_anon_fault, next_order
+from .huge_memory import anon_fault_order, anon_orders_policy, count_mthp_stat, next_order
 from .page_alloc import GFP_KERNEL, GFP_TRANSHUGE_LIGHT, filemap_add_folio, folio_alloc_add, folio_order_for
 from .params import P
 from .profile import K, charge
@@ -94,10 +94,10 @@ def alloc_anon_folio(s, p, r, cpu, page, clock, scratch, cands):
                                                        GFP_TRANSHUGE_LIGHT)
         cost += c
         if nid >= 0:
-            count_anon_fault(s, cpu_nid, order, MthpStat.ANON_FAULT_ALLOC, Vm.THP_FAULT_ALLOC)
+            count_mthp_stat(s, cpu_nid, order, MthpStat.ANON_FAULT_ALLOC, Vm.THP_FAULT_ALLOC)
             s.regions.fault_orders[r, order] += 1
             return nid, head, nr, nr_swapped, cost
-        count_anon_fault(s, cpu_nid, order, MthpStat.ANON_FAULT_FALLBACK, Vm.THP_FAULT_FALLBACK)
+        count_mthp_stat(s, cpu_nid, order, MthpStat.ANON_FAULT_FALLBACK, Vm.THP_FAULT_FALLBACK)
         order = next_order(orders, order)
     nid, head, nr, nr_swapped, c = folio_alloc_add(s, p, r, cpu, page, 0, clock, scratch, cands, GFP_KERNEL)
     if nid >= 0:

@@ -13,6 +13,10 @@ shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its
 time delays them), so allocation and reclaim race in virtual time as they do on a real machine;
 direct reclaim runs batches on the allocating task's clock until 32 pages are reclaimed.
 
+A large anon folio goes to swap whole when add_to_swap() finds room for all its pages; otherwise
+shrink_folio_list() splits it onto its own list (split_folio_to_list: huge_memory.py) and swaps the
+pages one by one, activating those that find no entry (per size swpout / swpout_fallback).
+
 Isolation and putback take the node's lru_lock, and dropping a file folio takes its mapping's
 xa_lock (__remove_mapping): locks.py; waiting for them adds to the reclaimer's time.
 
@@ -38,9 +42,10 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .locks import i_pages_lock, lru_lock, lru_lock_hold
+from .huge_memory import count_mthp_stat, split_isolated_folio
 from .lru import (
     can_swap, inactive_is_low, lruvec_add_folio, lruvec_del_folio, node_lru_pages,
-    workingset_eviction,
+    swap_has_room, workingset_eviction,
 )
 from .mglru import (
     MIN_LRU_BATCH, get_nr_gens, isolate_folios, lru_gen_look_around, lru_gen_putback_flags,
@@ -55,13 +60,14 @@ from .profile import K, charge
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_GEN_ANON, LRU_GEN_FILE,
     LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, MIN_NR_GENS, PG_ACTIVE, PG_DIRTY, PG_ISOLATED, PG_REFERENCED,
-    PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_LOW, WMARK_HIGH, folio_nr_pages, lru_sentinel, rng_next,
+    PG_WORKINGSET, PG_YOUNG, WMARK_MIN, WMARK_LOW, WMARK_HIGH, folio_nr_pages, folio_order, lru_sentinel,
+    rng_next,
 )
 from .tlb import (
     TLB_UBC, current_cpu, shootdown_ns, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_flush_free_folios,
     tlbbatch_add, try_to_migrate_tlb,
 )
-from .vmstat import Vm
+from .vmstat import MthpStat, Vm
 
 SWAP_CLUSTER_MAX = 32
 MAX_RECLAIM_RETRIES = 16
@@ -150,16 +156,17 @@ def reclaim_folio(s, p, nid, x, now):
     """Evict one isolated folio (no demotion): swap out anon, drop file with a shadow entry (under
     the mapping's xa_lock: __remove_mapping; a dirty one written to the block device first:
     pageout(), asynchronous, so only the device's capacity is used, not reclaim's time). Returns
-    (pages reclaimed, cost); 0 pages means the folio must be kept (no swap space)."""
+    (pages reclaimed, cost); 0 pages means the folio must be kept: add_to_swap() found no room for
+    all its pages (shrink_folio_list then splits a large one)."""
     nr = folio_nr_pages(s, x)
     anon = (s.pages.flags2[x] & F2_ANON) != 0
-    if anon and s.sys[0].nr_swap_used + nr > p[P.SWAP_SIZE]:
-        # add_to_swap() needs nr free entries; a large folio is not split here (simplified)
+    if anon and not swap_has_room(s, p, nr):
         return 0, 0.0
     cost = charge(s, K.SHRINK_FOLIO_LIST if anon else K.REMOVE_MAPPING, p[P.RECLAIM_FREE_NS])
     if anon:
         s.sys[0].nr_swap_used += nr
         s.counters[nid, Vm.PSWPOUT] += nr
+        count_mthp_stat(s, nid, folio_order(s, x), MthpStat.SWPOUT, Vm.THP_SWPOUT)
         cost += charge(s, K.SWAP_WRITEPAGE, p[P.SWAP_OUT_4K_NS] * nr)
     else:
         if s.pages.flags[x] & PG_DIRTY:
@@ -274,18 +281,24 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
                 reclaimed += got
                 nr_demote_folios += 1
                 continue
-        got, c = reclaim_folio(s, p, nid, x, now + np.int64(cost))
-        cost += c
-        if got > 0:
-            tlbbatch_add(s, batch, tlb_mm, x, nr, sender)
-        if got == 0:
+        order = folio_order(s, x)
+        if order > 0 and (s.pages.flags2[x] & F2_ANON) and not swap_has_room(s, p, nr) and swap_has_room(s, p, 1):
+            # add_to_swap() has no room for the whole folio: split it onto the list and swap its
+            # pages one by one (those that find no entry are activated, activate_locked_split)
+            count_mthp_stat(s, nid, order, MthpStat.SWPOUT_FALLBACK, Vm.THP_SWPOUT_FALLBACK)
+            split_isolated_folio(s, x)
+        for y in range(x, x + nr, folio_nr_pages(s, x)):        # the folio, or its pages after a split
+            got, c = reclaim_folio(s, p, nid, y, now + np.int64(cost))
+            cost += c
+            if got > 0:
+                tlbbatch_add(s, batch, tlb_mm, y, got, sender)
+                reclaimed += got
+                continue
             # anon without swap space: add_to_swap() fails and the folio is activated
-            s.pages.flags[x] |= PG_ACTIVE
-            s.counters[nid, Vm.PGACTIVATE] += nr
-            folio_putback_lru(s, x, lru_gen)
+            s.pages.flags[y] |= PG_ACTIVE
+            s.counters[nid, Vm.PGACTIVATE] += folio_nr_pages(s, y)
+            folio_putback_lru(s, y, lru_gen)
             putback += 1
-            continue
-        reclaimed += got
     cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender))
     cost += charge(s, K.MIGRATE_PAGES, batch_cost(p, nr_demote_folios))
     if putback > 0:                                                     # move_folios_to_lru, at the end

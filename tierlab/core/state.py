@@ -683,6 +683,11 @@ def folio_nr_pages(s, head):
 
 
 @jit_inline
+def folio_order(s, head):
+    return np.int64(s.pages.order[head] & ORDER_MASK)
+
+
+@jit_inline
 def folio_head(s, page):
     o = s.pages.order[page] & ORDER_MASK
     return page & ~((np.int64(1) << o) - 1)

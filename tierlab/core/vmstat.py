@@ -90,6 +90,8 @@ class Vm(IntEnum):
     THP_FAULT_FALLBACK = 61
     THP_SPLIT_PAGE = 62
     THP_DEFERRED_SPLIT_PAGE = 63
+    THP_SWPOUT = 64              # a PMD-sized folio swapped out whole (count_swpout_vm_event)
+    THP_SWPOUT_FALLBACK = 65     # one split for want of swap entries first (shrink_folio_list)
 
 
 class MthpStat(IntEnum):
@@ -100,6 +102,8 @@ class MthpStat(IntEnum):
     SPLIT = 2
     SPLIT_FAILED = 3
     SPLIT_DEFERRED = 4
+    SWPOUT = 5                   # swapped out whole
+    SWPOUT_FALLBACK = 6          # split before swap-out: add_to_swap() had no room for it whole
 
 
 MTHP_STAT_NAMES = tuple(v.name.lower() for v in MthpStat)
