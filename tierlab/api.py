@@ -100,6 +100,13 @@ class Result:
             "config": self.config,
         }
 
+    def task_kernel_ns(self) -> float:
+        """Simulated kernel time of the workload's tasks: every profiled kernel function (faults,
+        zeroing, zaps, frees, syscall entries, VMA work, ...), not their user work (`other`) nor
+        time off the CPU (NOT_CPU: I/O waits)."""
+        tasks = self.profile[self.profile.entity.str.startswith("task")]
+        return float(tasks[~tasks.function.isin(("other",) + NOT_CPU)].ns.sum())
+
     def cycle_times_s(self, task: int = 0) -> np.ndarray:
         """Time between consecutive marks of a task (e.g. seconds per read cycle)."""
         m = self.marks_s[self.marks_s.task == task].time_s.to_numpy()
@@ -595,7 +602,7 @@ def check_control_ops(ch, regions, state) -> None:
     op in the chunk, a fadvise of a file region with a known advice. (Whether a slot is mapped by
     the right process at that moment is the engine's to check: a wrong one stops the run with a
     SIGSEGV message.)"""
-    from .core.ops import CTRL_ARG_SHIFT, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL
+    from .core.ops import CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL, ctrl_unpack
     from .core.state import FADV_CODES
     # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
     cpu = ch.ops == OP_CPU
@@ -611,7 +618,7 @@ def check_control_ops(ch, regions, state) -> None:
     for i, t in zip(idx.tolist(), task_of.tolist()):
         kind = int(ch.ops[i]) & CTRL_KIND_MASK
         arg = int(ch.pages[i])
-        slot, npages = arg & ((1 << CTRL_ARG_SHIFT) - 1), arg >> CTRL_ARG_SHIFT
+        slot, npages = ctrl_unpack(arg)
         key = f"task {t} control op {i - int(ch.offsets[t])}"
         if kind not in kinds:
             raise ConfigError(f"{key}: kind {kind} is not a control op; accepted: "

@@ -52,6 +52,12 @@ def ctrl_arg(slot: int, npages: int = 0) -> int:
     the advice code in place of the length)."""
     return (int(npages) << CTRL_ARG_SHIFT) | int(slot)
 
+
+def ctrl_unpack(arg: int) -> tuple[int, int]:
+    """(slot, npages) of a control op's `page` slot: ctrl_arg's inverse (mm.do_ctrl decodes it
+    the same way in the engine)."""
+    return arg & ((1 << CTRL_ARG_SHIFT) - 1), arg >> CTRL_ARG_SHIFT
+
 # What engine.access_present() could not finish on its own (the fast case stops *before* any side
 # effect and the general case, engine.access_fault() then access_present(), takes the access from the start). A mechanism
 # that needs an out-of-line step on the access path adds its reason here.

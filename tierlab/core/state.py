@@ -629,23 +629,25 @@ def init_lists(prev, nxt, first_sentinel):
 
 
 @jit_inline
-def links_add(prev, nxt, head, x):
-    """Insert x right after `head` in the list threaded through prev/nxt (kernel list_add)."""
-    n = nxt[head]
+def links_insert(prev, nxt, x, p, n):
+    """Link x between the adjacent entries p and n of a list threaded through prev/nxt (the
+    kernel's __list_add)."""
     nxt[x] = n
-    prev[x] = head
+    prev[x] = p
     prev[n] = x
-    nxt[head] = x
+    nxt[p] = x
+
+
+@jit_inline
+def links_add(prev, nxt, head, x):
+    """Insert x right after `head` (kernel list_add)."""
+    links_insert(prev, nxt, x, head, nxt[head])
 
 
 @jit_inline
 def links_add_tail(prev, nxt, head, x):
     """Insert x right before `head` (kernel list_add_tail)."""
-    p = prev[head]
-    prev[x] = p
-    nxt[x] = head
-    nxt[p] = x
-    prev[head] = x
+    links_insert(prev, nxt, x, prev[head], head)
 
 
 @jit_inline

@@ -55,7 +55,7 @@ def anon_ops(w) -> bytes:
     """The op file of anon_replay.c for a recorded anon workload (anon-build, anon-browser): every
     process's control ops and stores in the order the workload gives them, process after process,
     each process's exit written as the munmap of the regions it still has mapped."""
-    from ..core.ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP, OP_CTRL, OP_STORE
+    from ..core.ops import CTRL_BRK, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP, OP_CTRL, OP_STORE, ctrl_unpack
     sizes = np.array([r.pages for r in w.regions()], np.int64)
     start = np.concatenate([[0], np.cumsum(sizes)])
     recs = []
@@ -79,7 +79,7 @@ def anon_ops(w) -> bytes:
             if hi >= len(ops):
                 break
             op, arg = int(ops[hi]), int(pages[hi])
-            kind, slot, n = op & CTRL_KIND_MASK, arg & ((1 << CTRL_ARG_SHIFT) - 1), arg >> CTRL_ARG_SHIFT
+            kind, (slot, n) = op & CTRL_KIND_MASK, ctrl_unpack(arg)
             if kind == CTRL_MMAP:
                 recs.append((REC_MMAP, slot, 0, n or int(sizes[slot])))
                 live.add(slot)

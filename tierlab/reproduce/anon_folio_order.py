@@ -72,8 +72,6 @@ V6_CONFIGS = {"16k-folio": "16K", "32k-folio": "16K,32K", "64k-folio": "16K,32K,
 CALIBRATION = "64k-folio"
 JOBS = (8, 80)
 BROWSER = "speedometer"
-# profile entries that are not kernel time of the build's processes
-NOT_KERNEL = ("other", "io_wait")
 
 
 def policy_knobs(policy: str) -> dict:
@@ -90,10 +88,8 @@ def run_policy(workload: str, params: dict, policy: str, machine: Machine | None
     sim = Simulation(m, Kernel(**policy_knobs(policy)), make_workload(workload, params), seed=seed)
     res = sim.run().result()
     prof = res.profile
-    tasks = prof[prof.entity.str.startswith("task")]
-    kern = tasks[~tasks.function.isin(NOT_KERNEL)]
-    spin = tasks[tasks.function.str.startswith("spin(lru_lock")]
-    return {"kern_ns": float(kern.ns.sum()), "pgfault": int(res.counters["pgfault"]),
+    spin = prof[prof.entity.str.startswith("task") & (prof.function == "spin(lru_lock)")]
+    return {"kern_ns": res.task_kernel_ns(), "pgfault": int(res.counters["pgfault"]),
             "pgalloc": int(res.counters["pgalloc"]), "lru_lock_wait_ns": float(spin.ns.sum())}
 
 
