@@ -196,6 +196,26 @@ def test_munmap_charges_ptes_rmaps_and_folios(policy, ptes, rmaps, folios):
     assert sim.result().counters["pgfree"] == 16
 
 
+@pytest.mark.parametrize("policy, faults, ptes_beyond", [
+    ("baseline-4k", 16, 0),
+    ("v1", 1, 15),                  # one fault maps the 64 KiB folio: set_ptes() writes its 16 PTEs
+    ("mthp", 1, 15),
+])
+def test_a_fault_charges_once_per_folio_and_set_ptes_per_pte(policy, faults, ptes_beyond):
+    from test_processes import ctl, make
+    from tierlab.core.costs import COSTS
+    from tierlab.workloads.base import Process
+    from simkit import chunk
+    sim = make(machine((4096, 1, DRAM)), [Region("heap", "anon", 16)], [Process("p")], lru_batch_size=1,
+               anon_folio_orders=policy, huge_anon_orders_always="64K")
+    sim.run(chunks=[chunk([ctl("mmap", 0, 16)] + [(i, STORE) for i in range(16)])])
+    prof = sim.result().profile.set_index("function").ns
+    c = {k: v[0] for k, v in COSTS.items()}
+    assert sim.result().counters["pgfault"] == faults
+    assert prof["handle_mm_fault"] == pytest.approx(faults * c["fault_ns"] + ptes_beyond * c["set_pte_ns"])
+    assert prof["clear_page_erms"] == pytest.approx(16 * c["zero_page_ns"])
+
+
 def test_swap_out_splits_a_folio_that_swap_has_no_room_for():
     """shrink_folio_list(): add_to_swap() of a 64 KiB folio needs 16 entries. With swap for 40
     pages, two folios go out whole (swpout), the third finds 8 entries: it is split

@@ -149,6 +149,9 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
     if anon:
         s.counters[cpu_nid, Vm.PGFAULT] += 1
         cost += charge(s, K.HANDLE_MM_FAULT, p[P.FAULT_NS])
+        if 1 < nr < HPAGE_PMD_NR:
+            # set_ptes() maps every page of a PTE-mapped folio; a THP takes one PMD
+            cost += charge(s, K.HANDLE_MM_FAULT, p[P.SET_PTE_NS] * (nr - 1))
         s.mm[mm].rss_anon += nr
         if nr_swapped > 0:
             s.sys[0].nr_swap_used -= nr_swapped

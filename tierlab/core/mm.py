@@ -42,7 +42,7 @@ from .fadvise import generic_fadvise
 from .huge_memory import deferred_split_at, zap_rmap_batched
 from .lru import folio_mark_accessed, folio_mark_accessed_end, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
-from .ops import CTRL_ARG_SHIFT, CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP
+from .ops import CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MMAP, CTRL_MUNMAP, ctrl_unpack
 from .params import P
 from .profile import K, charge
 from .sched import sched_exit_task
@@ -297,8 +297,7 @@ def do_ctrl(s, p, task, op, arg, now):
     kind = op & CTRL_KIND_MASK
     if kind == CTRL_CPU:
         return np.float64(arg), True        # the task's own CPU work (engine.fast_run charges it alike)
-    r = arg & ((np.int64(1) << CTRL_ARG_SHIFT) - 1)
-    npages = arg >> CTRL_ARG_SHIFT
+    r, npages = ctrl_unpack(arg)
     # the syscall's entry and exit, and the VMA work of mmap_region / do_vmi_munmap / do_brk_flags
     # (vma_op_ns, charged to the one symbol standing for all three)
     cost = charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])

@@ -22,6 +22,10 @@ case at them as at a MARK (one mask test, no cost on the access path) and hands 
   control op the fast case takes in place (engine.fast_run: no stop, so a workload may put one
   between every few accesses); the general case charges the same in mm.do_ctrl.
 """
+import numpy as np
+
+from ._jit import jit_inline
+
 OP_LOAD = 0
 OP_STORE = 1
 OP_READ = 2
@@ -53,10 +57,11 @@ def ctrl_arg(slot: int, npages: int = 0) -> int:
     return (int(npages) << CTRL_ARG_SHIFT) | int(slot)
 
 
-def ctrl_unpack(arg: int) -> tuple[int, int]:
-    """(slot, npages) of a control op's `page` slot: ctrl_arg's inverse (mm.do_ctrl decodes it
-    the same way in the engine)."""
-    return arg & ((1 << CTRL_ARG_SHIFT) - 1), arg >> CTRL_ARG_SHIFT
+@jit_inline
+def ctrl_unpack(arg):
+    """(slot, npages) of a control op's `page` slot: ctrl_arg's inverse. The engine's mm.do_ctrl,
+    the API's checks and the oracle's op file all decode with it."""
+    return arg & ((np.int64(1) << CTRL_ARG_SHIFT) - 1), arg >> CTRL_ARG_SHIFT
 
 # What engine.access_present() could not finish on its own (the fast case stops *before* any side
 # effect and the general case, engine.access_fault() then access_present(), takes the access from the start). A mechanism

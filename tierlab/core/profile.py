@@ -26,7 +26,8 @@ Functions (`K`, named as perf names the symbol that does the work):
     get_page_from_freelist        taking a page from the free lists (page_alloc_ns)
     submit_bio                    the block layer and driver for one request, submission and completion
                                   (bio_ns)
-    handle_mm_fault               a page fault's own work (fault_ns)
+    handle_mm_fault               a page fault's own work (fault_ns; set_pte_ns per further PTE of a
+                                  PTE-mapped large folio)
     shrink_active_list            deactivating folios (reclaim_scan_ns each)
     shrink_folio_list             isolating and checking folios of an inactive list (reclaim_scan_ns
                                   each), dropping an anon one (reclaim_free_ns)

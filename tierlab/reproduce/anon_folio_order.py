@@ -11,7 +11,8 @@ v2 with arch_wants_pte_order = 4 (64 KiB). The page allocator is the counting on
 buddy, page_alloc_model=buddy, gives the same orders here and costs 1 GiB of frame lists).
 
 What the model computes. Kernel time K(policy) = the build's processes' kernel functions in the
-profile: fault entry and VMA work (handle_mm_fault), zeroing (clear_page_erms), the allocator,
+profile: fault entry and VMA work, once per fault, and set_ptes() per further PTE of a large folio
+(handle_mm_fault: fault_ns, set_pte_ns), zeroing (clear_page_erms), the allocator,
 LRU adds, zaps and frees at unmap and exit, the mmap/brk/exit calls. Everything else a build's
 kernel time holds (exec, file reads and the page cache, file-mapped faults, scheduling, ...) is
 the same under every policy and is not modelled: X. The seed's kern-time change is then

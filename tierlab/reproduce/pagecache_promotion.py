@@ -36,6 +36,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 
 import numpy as np
 
@@ -102,20 +103,21 @@ def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2
     P = {r.metric: r.published for r in pub.itertuples() if r.experiment == "pagecache-promotion-128g"}
     machine, fitted = calibrate(Machine.load("dram-cxl-1tb"), P["dram_base_s_per_cycle"], P["cxl_base_s_per_cycle"],
                                 page_alloc_model=page_alloc_model)
-    m = machine.scaled(scale)
+    # every simulation of the table: the scaled machine, the scale, the allocator model; a node and a tick
+    phases = partial(_Phases, machine.scaled(scale), scale=scale, page_alloc_model=page_alloc_model)
     try:
         if n_jobs > 1:
             ctx = multiprocessing.get_context("fork")   # the worker inherits the loaded numba code
             with ProcessPoolExecutor(1, mp_context=ctx) as ex:
-                other = ex.submit(_dram_and_variants, m, scale, steady_cycles, cycles, page_alloc_model)
-                b, cxl_base = _cxl(m, scale, steady_cycles, tick, page_alloc_model)
+                other = ex.submit(_dram_and_variants, phases, steady_cycles, cycles)
+                b, cxl_base = _cxl(phases, steady_cycles, tick)
                 v3 = _v3(b, steady_cycles, cycles)
                 if bar is not None:
                     bar.set_postfix_str("waiting for the worker (DRAM runs, list_add, unlimited)")
                 dram, variants = other.result()
         else:
-            dram = _dram(m, scale, steady_cycles, tick, page_alloc_model)
-            b, cxl_base = _cxl(m, scale, steady_cycles, tick, page_alloc_model)
+            dram = _dram(phases, steady_cycles, tick)
+            b, cxl_base = _cxl(phases, steady_cycles, tick)
             c, d = b.fork(), b.fork()
             v3 = _v3(b, steady_cycles, cycles)
             if bar is not None:     # the variants promote in at most as many rounds as v3
@@ -172,17 +174,17 @@ def _bar(progress, total):
                dynamic_ncols=True, leave=False)
 
 
-def _dram(m, scale, steady_cycles, tick=None, page_alloc_model="counts") -> dict:
+def _dram(phases, steady_cycles, tick=None) -> dict:
     """A: the DRAM columns (1-3)."""
-    a = _Phases(m, DRAM, scale, tick, page_alloc_model)
+    a = phases(DRAM, tick=tick)
     return {"dram_base_s_per_cycle": a.phase(steady_cycles).mean(),
             "promo_on_s_per_cycle": a.phase(steady_cycles, numa_balancing=2).mean(),
             "toptier_check_s_per_cycle": a.phase(steady_cycles, pagecache_promotion_enabled=1).mean()}
 
 
-def _cxl(m, scale, steady_cycles, tick=None, page_alloc_model="counts"):
+def _cxl(phases, steady_cycles, tick=None):
     """The CXL machine after its set-up read and baseline phase (column 4)."""
-    b = _Phases(m, CXL, scale, tick, page_alloc_model)
+    b = phases(CXL, tick=tick)
     return b, b.phase(steady_cycles).mean()
 
 
@@ -212,10 +214,10 @@ def _variants(c, d, steady_cycles, cycles) -> dict:
             "unlimited": _variant(d, steady_cycles, cycles, pagecache_promotion_cap="unlimited")}
 
 
-def _dram_and_variants(m, scale, steady_cycles, cycles, page_alloc_model="counts"):
+def _dram_and_variants(phases, steady_cycles, cycles):
     """The worker's share when jobs > 1: A, then C and D from their own CXL set-up."""
-    dram = _dram(m, scale, steady_cycles, page_alloc_model=page_alloc_model)
-    c, _ = _cxl(m, scale, steady_cycles, page_alloc_model=page_alloc_model)
+    dram = _dram(phases, steady_cycles)
+    c, _ = _cxl(phases, steady_cycles)
     return dram, _variants(c, c.fork(), steady_cycles, cycles)
 
 
