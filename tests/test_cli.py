@@ -268,3 +268,21 @@ def test_run_anon_folio_orders_with_the_buddy_reports_sizes_and_buddyinfo(capsys
     assert set(out["buddyinfo"]) == {"dram", "cxl"} or len(out["buddyinfo"]) == 2
     line = error_line(capsys, SMALL + ["--page-alloc-model", "slab"])
     assert "--page-alloc-model" in line
+
+
+def test_run_table_and_csv_show_the_per_size_stats(capsys):
+    """The per-size sysfs stats in the table and the csv; knobs printed as they are written."""
+    argv = ["run", "--machine", "qemu-2node", "--workload", "anon-browser", "--set", "anon_folio_orders=mthp",
+            "--set", "huge_anon_orders_always=16kB,64K"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "anon_folio_orders=mthp, huge_anon_orders_always=16K,64K" in out
+    assert "hugepages-64kB" in out and "anon_fault_alloc" in out and "hugepages-32kB" not in out
+    assert main(argv + ["--format", "csv"]) == 0
+    rows = dict(line.split(",") for line in capsys.readouterr().out.split()[1:])
+    assert int(rows["hugepages-64kB/anon_fault_alloc"]) > 0 and "hugepages-32kB/anon_fault_alloc" not in rows
+
+
+def test_a_policy_knob_without_its_policy_is_refused(capsys):
+    line = error_line(capsys, SMALL + ["--set", "huge_anon_orders_always=16K"])
+    assert "huge_anon_orders_always" in line and "anon_folio_orders=mthp" in line

@@ -133,10 +133,20 @@ def test_swap_in_under_a_policy_is_order_0():
 @pytest.mark.parametrize("knob, value", [
     ("anon_folio_orders", "v3"), ("arch_wants_pte_order", 1), ("arch_wants_pte_order", 10),
     ("huge_anon_orders_always", "8K"), ("huge_anon_orders_always", 2), ("huge_anon_orders_always", "64K,4M"),
+    ("huge_anon_orders_always", "16KB"),        # 16,000 bytes
 ])
 def test_bad_knobs_are_refused(knob, value):
     with pytest.raises(ConfigError, match=knob):
         Kernel(**{knob: value})
+
+
+def test_sizes_as_the_sysfs_directories_spell_them():
+    def mask(v):
+        return Kernel(huge_anon_orders_always=v).get("huge_anon_orders_always")
+    assert mask("16kB,2048kB") == mask("16K,2M") == (1 << 2) | (1 << 9)
+    assert mask("never") == 0
+    assert repr(Kernel(anon_folio_orders="mthp", huge_anon_orders_always="64kB")) == \
+        "Kernel(anon_folio_orders=mthp, huge_anon_orders_always=64K)"
 
 
 # ---- deferred split ---------------------------------------------------------------------------------

@@ -106,9 +106,11 @@ def scenario_from_seed(seed, orders=(0,)):
     sim_seed = int(rng.integers(0, 1000))
     # drawn last, so the draws above (and the examples they give) stay as they were
     knobs.update(page_alloc_model=pick(["counts", "buddy"]),
-                 anon_folio_orders=pick(["region", "region", "baseline-4k", "v1", "v2", "v2-simple-order", "mthp"]),
-                 arch_wants_pte_order=pick([2, 3, 4]),
-                 huge_anon_orders_always=pick(["2M", "16K,64K", "16K,32K,64K,2M"]))
+                 anon_folio_orders=pick(["region", "region", "baseline-4k", "v1", "v2", "v2-simple-order", "mthp"]))
+    policy_knobs = dict(arch_wants_pte_order=pick([2, 3, 4]),
+                        huge_anon_orders_always=pick(["2M", "16K,64K", "16K,32K,64K,2M"]))
+    if knobs["anon_folio_orders"] != "region":      # region reads neither, and refuses them
+        knobs.update(policy_knobs)
     return nodes, regions, knobs, nr_tasks, lengths, mix, sim_seed
 
 

@@ -32,6 +32,9 @@ def test_table_shape_roles_and_calibration(table):
         for pol in SEED_POLICIES[1:]:
             assert ((pred.experiment == f"kernel-compile-{j}jobs-{pol}") & (pred.metric == "kern_time_change_pct")).any()
     assert not table.experiment.str.contains("-page").any()
+    # real-time rows are the kern-time prediction times the calibration row's ratio: reported only
+    real = table[(table.metric == "real_time_change_pct") & (table.role != "calibrated")]
+    assert len(real) == 10 and (real.role == "reported").all()
     assert 0 < table.attrs["modelled_share_s"]["8jobs"] < 1 and 0 < table.attrs["modelled_share_s"]["80jobs"] < 1
 
 

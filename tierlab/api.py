@@ -235,7 +235,9 @@ class Simulation:
     def set_knobs(self, **knobs) -> None:
         """Change kernel knobs between runs (as writing the sysctl/sysfs files would)."""
         old_tiering = int(self.kernel.numa_balancing) & 2
-        self.kernel = self.kernel.replace(**knobs)
+        kernel = self.kernel.replace(**knobs)
+        kernel.check_combination()
+        self.kernel = kernel
         if "min_free_kbytes" in knobs or "watermark_scale_factor" in knobs:
             managed = self.state.pgdat["managed"]
             self.state.pgdat["wmark"] = setup_watermarks(managed, self._min_free_kbytes(int(managed.sum())),

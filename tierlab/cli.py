@@ -113,6 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("counter,value")
         for name, value in res.counters.items():
             print(f"{name},{int(value)}")
+        for size, row in _mthp_nonzero(res).iterrows():
+            for stat, value in row.items():
+                print(f"{size}/{stat},{int(value)}")
     else:
         print(format_result_table(res, sim))
     if args.out is not None:
@@ -124,7 +127,8 @@ def format_result_table(res, sim=None) -> str:
     cfg = res.config
     lines = []
     params = ", ".join(f"{k}={v}" for k, v in (cfg.get("params") or {}).items())
-    knobs = ", ".join(f"{k}={v}" for k, v in (cfg.get("knobs") or {}).items())
+    from .kernel import KNOBS
+    knobs = ", ".join(f"{k}={KNOBS[k].format(v) if k in KNOBS else v}" for k, v in (cfg.get("knobs") or {}).items())
     machine = cfg.get("machine")
     machine = machine.get("name") if isinstance(machine, dict) else machine
     lines.append(f"machine   {machine}" + (f" (scale 1/{cfg['scale']:g})" if cfg.get("scale", 1) != 1 else ""))
@@ -154,6 +158,13 @@ def format_result_table(res, sim=None) -> str:
             lines.append(f"  {k:<{w}}  {v:>14,d}")
     else:
         lines.append("  (all zero)")
+    mthp = _mthp_nonzero(res)
+    if len(mthp):
+        lines.append("")
+        lines.append("multi-size THP (/sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/stats, sizes with a "
+                     "non-zero stat)")
+        rows = [[size] + [f"{int(v):,d}" for v in r] for size, r in mthp.iterrows()]
+        lines += ["  " + s for s in _table(["size"] + list(mthp.columns), rows, right=set(range(1, mthp.shape[1] + 1)))]
     lines.append("")
     lines.append("nodes (pages of 4 KiB)")
     cols = ["name", "managed_pages", "nr_free_pages", "nr_inactive_anon", "nr_active_anon",
@@ -165,6 +176,13 @@ def format_result_table(res, sim=None) -> str:
         heads.append("migrc_held")
     rows = [[str(i)] + [str(r[c]) for c in cols] for i, r in res.nodes.iterrows()]
     lines += ["  " + s for s in _table(heads, rows, right=set(range(2, len(heads))))]
+    if res.buddyinfo is not None:
+        lines.append("")
+        lines.append("/proc/buddyinfo (free blocks per order; pages on per-CPU lists are not in it)")
+        b = res.buddyinfo
+        rows = [[str(n)] + [str(int(x)) for x in r] for n, r in b.iterrows()]
+        lines += ["  " + s for s in _table(["node"] + [str(o) for o in b.columns], rows,
+                                           right=set(range(1, b.shape[1] + 1)))]
     if res.devices is not None and int(res.devices[["rd_ios", "wr_ios"]].to_numpy().sum()):
         lines.append("")
         lines.append("block devices (/proc/diskstats)")
@@ -184,6 +202,16 @@ def format_result_table(res, sim=None) -> str:
                              + ", ".join(f"p{k.rstrip('0').rstrip('.')}={v / 1000:,.1f}"
                                          for k, v in pct.items() if k in ("50.000000", "99.000000", "99.900000")))
     return "\n".join(lines)
+
+
+def _mthp_nonzero(res):
+    """The per-size mTHP stats of the sizes with a non-zero one (the kernel's names, no order column)."""
+    import pandas as pd
+    m = res.mthp
+    if m is None or not len(m):
+        return pd.DataFrame()
+    m = m.drop(columns=["order"], errors="ignore")
+    return m[(m != 0).any(axis=1)]
 
 
 def _table(heads: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:

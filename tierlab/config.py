@@ -187,6 +187,7 @@ def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, cos
     """The checks of a run given as objects (the Python API's Simulation(...)): seed, sample
     interval, quantum, costs, region nodes against the machine, state memory, simulated accesses."""
     seed = parse_seed(seed)
+    kernel.check_combination()
     interval = parse_sample_interval(sample_interval_ms)
     quantum = parse_number(quantum_us, "quantum_us", *QUANTUM_US)
     for key, value, accepted in (("tlb_model", tlb_model, TLB_MODELS),

@@ -52,16 +52,35 @@ class Knob:
                               f"{', '.join(f'{k} ({v})' for k, v in self.choices.items())}")
         return v
 
+    def format(self, value: float) -> str:
+        """A value as the knob is written: an enum's name, an orders mask as its sizes, else the number."""
+        if self.choices is not None:
+            names = [k for k, v in self.choices.items() if v == value]
+            if names:
+                return names[0]
+        if self.unit == "orders":
+            sizes = [f"{4 << o}K" if o < 8 else f"{(4 << o) >> 10}M" for o in range(2, 10) if int(value) >> o & 1]
+            return ",".join(sizes) or "never"
+        return f"{value:g}"
+
 
 def _orders_of_sizes(value: str, name: str) -> int:
-    """"16K,64K,2M" -> the bitmask of their orders (each a power of two from 16 KiB to 2 MiB)."""
+    """"16K,64K,2M" -> the bitmask of their orders (each a power of two from 16 KiB to 2 MiB). The
+    kernel's own spelling (its directories are hugepages-16kB, hugepages-2048kB) is read as KiB,
+    and "never" is no size."""
+    if value.strip().lower() == "never":
+        return 0
     mask = 0
     for part in value.split(","):
-        size = parse_size(part.strip(), name)
+        part = part.strip()
+        size = parse_size(part[:-2] + "KiB" if part.endswith("kB") else part, name)
         order = (size // 4096).bit_length() - 1
         if size < 16384 or size > 2 << 20 or 4096 << order != size:
-            raise ConfigError(f"{name}: {part.strip()!r} is not accepted; accepted: sizes 16K, 32K, ... 2M "
-                              "(powers of two), comma-separated")
+            hint = (f" ({part!r} is {size:,} bytes: KB and MB are decimal; write K, KiB or kB)"
+                    if size % 1000 == 0 else "")
+            raise ConfigError(f"{name}: {part!r} is not accepted; accepted: sizes 16K, 32K, ... 2M "
+                              f"(powers of two; 16kB and 2048kB as in hugepages-<size>kB), comma-separated, "
+                              f"or never{hint}")
         mask |= 1 << order
     return mask
 
@@ -174,11 +193,14 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "of huge_anon_orders_always that fits and is unpopulated, then each lower one on failure)",
          choices={"region": 0, "baseline-4k": 1, "v1": 2, "v2-simple-order": 3, "v2": 4, "mthp": 5}),
     Knob("arch_wants_pte_order", 4, "order", 2, 9, "seed 001 arch_wants_pte_order() (arm64: contpte, 64 KiB)",
-         "the preferred anon folio order of the v1, v2 and v2-simple-order policies (4: 64 KiB)"),
+         "the preferred anon folio order of the v1, v2 and v2-simple-order policies (4: 64 KiB); refused "
+         "with anon_folio_orders=region, ignored by the others"),
     Knob("huge_anon_orders_always", 1 << 9, "orders", 0, (1 << 10) - 4,
          "sysfs transparent_hugepage/hugepages-<size>kB/enabled = always, one file per size (6.8+)",
          "the anon folio orders the mthp policy may use, as a bitmask of orders 2..9 or a list of sizes "
-         "(\"16K,64K,2M\"); default 2M only (top-level THP always, the other sizes never)"),
+         "(\"16K,64K,2M\", or 16kB as the sysfs directories spell it, or never); default 2M only (top-level "
+         "THP always, the other sizes never). Needs anon_folio_orders=mthp (refused with region, ignored "
+         "by v1/v2)"),
     Knob("migration_entry_ad", 1, "bool", 0, 1, "mm/swapfile.c swap_migration_ad_supported (boot-time)",
          "migration entries keep the PTE's young and dirty bits (6.0+), so a migrated folio's new PTE is as "
          "dirty as the old one; the kernel sets it when arch_max_swapfile_size() >= 2^SWP_MIG_TOTAL_BITS, "
@@ -238,4 +260,19 @@ class Kernel:
         return isinstance(other, Kernel) and self._values == other._values
 
     def __repr__(self) -> str:
-        return f"Kernel({', '.join(f'{k}={v:g}' for k, v in self._values.items())})"
+        return f"Kernel({', '.join(f'{k}={KNOBS[k].format(v)}' for k, v in self._values.items())})"
+
+    def check_combination(self) -> None:
+        """Refuse a knob that only some anon fault order policy reads, set while `anon_folio_orders`
+        is left at `region`, which reads neither: in the kernel the per-size switches are the
+        policy, here the policy must be chosen too. (v1/v2 ignore huge_anon_orders_always and mthp
+        ignores arch_wants_pte_order: allowed, so one mask can sweep across policies.)"""
+        if self.get("anon_folio_orders") != KNOBS["anon_folio_orders"].choices["region"]:
+            return
+        readers = {"huge_anon_orders_always": "anon_folio_orders=mthp",
+                   "arch_wants_pte_order": "anon_folio_orders=v1, v2 or v2-simple-order"}
+        for name, by in readers.items():
+            if name in self._values:
+                raise ConfigError(f"{name}: read only by {by}, and anon_folio_orders is region (each region's "
+                                  f"own folio order); accepted: set anon_folio_orders as well "
+                                  f"(e.g. --set anon_folio_orders={by.split('=')[1].split(',')[0]})")

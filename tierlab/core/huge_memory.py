@@ -32,7 +32,11 @@ when add_to_swap() finds room for all its pages, else it is split and its pages 
 Simplified: no userfaultfd, no memcg (so no anon_fault_fallback_charge), top-level THP `always`
 and every other size `never` (no madvise or inherit masks); the PTEs are checked once, before the
 allocation (no race with another fault under the PTL); the PMD fault's own test is pmd_none here
-approximated by every PTE of the range being none.
+approximated by every PTE of the range being none, and 6.12 tries the PMD order apart from the
+smaller ones (do_huge_pmd_anonymous_page before alloc_anon_folio), here in the same loop; no huge
+zero page (a read fault maps the 4 KiB zero page, page by page); a folio an unmap cuts is split at
+once and counted in `split_deferred` and `split` together, where the kernel queues it and its
+deferred-split shrinker splits it only under memory pressure (docs/oracle.md compares the two).
 """
 from __future__ import annotations
 

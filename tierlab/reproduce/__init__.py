@@ -51,8 +51,11 @@ def published(csv_name: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def table(pub: pd.DataFrame, simulated: dict, calibrated: set) -> pd.DataFrame:
-    """Join published numbers with simulated ones: {(experiment, metric): value}."""
+def table(pub: pd.DataFrame, simulated: dict, calibrated: set, reported: set = frozenset()) -> pd.DataFrame:
+    """Join published numbers with simulated ones: {(experiment, metric): value}. Roles:
+    `calibrated` (a cost or share was fitted to make it match), `reported` (a number the model
+    derives for the record but does not claim, e.g. one carried over from a prediction by a
+    calibrated ratio), `predicted` (everything else: the model's claim, with its error)."""
     rows = []
     for r in pub.itertuples():
         key = (r.experiment, r.metric)
@@ -60,8 +63,10 @@ def table(pub: pd.DataFrame, simulated: dict, calibrated: set) -> pd.DataFrame:
             continue
         sim = float(simulated[key])
         rel = (sim - r.published) / r.published if r.published else float("nan")
-        rows.append((r.experiment, r.metric, float(r.published), sim, rel,
-                     "calibrated" if key in calibrated else "predicted"))
+        if abs(rel) < 1e-12:
+            rel = 0.0       # a calibrated row's rounding
+        role = "calibrated" if key in calibrated else "reported" if key in reported else "predicted"
+        rows.append((r.experiment, r.metric, float(r.published), sim, rel, role))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -154,10 +159,26 @@ def main_reproduce(args) -> int:
             print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         for k, v in df.attrs.items():
             if not isinstance(v, list) or len(v) <= 12:
-                print(f"{k}: {v}")
+                _print_attr(k, v, "")
     if args.figures:
         write_figures(args.name, df, args.figures)
     return 0
+
+
+def _print_attr(key, value, indent: str) -> None:
+    """One attribute of a reproduction's table: nested dicts one key per line, numbers to 4 digits."""
+    if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+        print(f"{indent}{key}:")
+        for k, v in value.items():
+            _print_attr(k, v, indent + "  ")
+        return
+    if isinstance(value, dict):
+        value = "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
+    print(f"{indent}{key}: {_short(value)}")
+
+
+def _short(v):
+    return f"{v:.4g}" if isinstance(v, float) else v
 
 
 def write_figures(name: str, df: pd.DataFrame, out_dir: str) -> list[str]:
@@ -169,7 +190,7 @@ def write_figures(name: str, df: pd.DataFrame, out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     fig, ax = plt.subplots(figsize=(5, 5))
-    for role, mk in (("calibrated", "s"), ("predicted", "o")):
+    for role, mk in (("calibrated", "s"), ("predicted", "o"), ("reported", "x")):
         d = df[df.role == role]
         ax.scatter(d.published, d.simulated, marker=mk, label=role)
     lo = float(min(df.published.min(), df.simulated.min()))
