@@ -269,10 +269,9 @@ class Kernel:
         ignores arch_wants_pte_order: allowed, so one mask can sweep across policies.)"""
         if self.get("anon_folio_orders") != KNOBS["anon_folio_orders"].choices["region"]:
             return
-        readers = {"huge_anon_orders_always": "anon_folio_orders=mthp",
-                   "arch_wants_pte_order": "anon_folio_orders=v1, v2 or v2-simple-order"}
-        for name, by in readers.items():
+        readers = {"huge_anon_orders_always": ("mthp",), "arch_wants_pte_order": ("v1", "v2", "v2-simple-order")}
+        for name, policies in readers.items():
             if name in self._values:
-                raise ConfigError(f"{name}: read only by {by}, and anon_folio_orders is region (each region's "
-                                  f"own folio order); accepted: set anon_folio_orders as well "
-                                  f"(e.g. --set anon_folio_orders={by.split('=')[1].split(',')[0]})")
+                raise ConfigError(f"{name}: read only by anon_folio_orders={' or '.join(policies)}, and "
+                                  f"anon_folio_orders is region (each region's own folio order); accepted: set "
+                                  f"anon_folio_orders as well (e.g. --set anon_folio_orders={policies[0]})")

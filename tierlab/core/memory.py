@@ -81,9 +81,10 @@ HPAGE_PMD_NR = 512      # a folio this large is PMD-mapped (a THP): its hint fau
 @jit
 def alloc_anon_folio(s, p, r, cpu, page, clock, scratch, cands):
     """alloc_anon_folio(): the folio of a write fault on unpopulated anonymous memory under a
-    seed-001 policy (huge_memory.py; a swap-in takes this path too, at order 0, where the kernel's
-    do_swap_page allocates its own page): the order as `anon_folio_orders` chooses it, allocated GFP_TRANSHUGE_LIGHT, falling back on failure, counted per size. Out of
-    line: faults only. Returns what page_alloc.folio_alloc_add() returns."""
+    seed-001 policy (huge_memory.py): the order as `anon_folio_orders` chooses it, allocated
+    GFP_TRANSHUGE_LIGHT, falling back on failure, counted per size. A swap-in takes this path too,
+    at order 0, where the kernel's do_swap_page() allocates its own page. Out of line: faults
+    only. Returns what page_alloc.folio_alloc_add() returns."""
     cpu_nid = s.cpu[cpu].node
     order, orders = (np.int64(0), np.int64(1))
     if not (s.pages.flags2[page] & F2_SWAPPED):
