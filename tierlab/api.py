@@ -92,13 +92,20 @@ class Result:
             "marks_s": self.marks_s.to_dict(orient="list"),
             "tasks": self.tasks.to_dict(orient="records"),
             "devices": [] if self.devices is None else self.devices.to_dict(orient="records"),
-            "mthp": {size: {k: int(v) for k, v in row.items()} for size, row in self.mthp.iterrows()
-                     if int(row.drop("order").sum())},
+            "mthp": {size: {k: int(v) for k, v in row.items()} for size, row in self.mthp_nonzero().iterrows()},
             "buddyinfo": None if self.buddyinfo is None else {
                 str(n): [int(x) for x in row] for n, row in self.buddyinfo.iterrows()},
             "summary": self.summary,
             "config": self.config,
         }
+
+    def mthp_nonzero(self) -> pd.DataFrame:
+        """The per-size stats of the sizes with a non-zero one, by the sysfs names only (no order
+        column): what the JSON, the table and the csv show."""
+        if self.mthp is None or not len(self.mthp):
+            return pd.DataFrame()
+        m = self.mthp.drop(columns=["order"], errors="ignore")
+        return m[(m != 0).any(axis=1)]
 
     def task_kernel_ns(self) -> float:
         """Simulated kernel time of the workload's tasks: every profiled kernel function (faults,

@@ -113,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("counter,value")
         for name, value in res.counters.items():
             print(f"{name},{int(value)}")
-        for size, row in _mthp_nonzero(res).iterrows():
+        for size, row in res.mthp_nonzero().iterrows():
             for stat, value in row.items():
                 print(f"{size}/{stat},{int(value)}")
     else:
@@ -158,7 +158,7 @@ def format_result_table(res, sim=None) -> str:
             lines.append(f"  {k:<{w}}  {v:>14,d}")
     else:
         lines.append("  (all zero)")
-    mthp = _mthp_nonzero(res)
+    mthp = res.mthp_nonzero()
     if len(mthp):
         lines.append("")
         lines.append("multi-size THP (/sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/stats, sizes with a "
@@ -202,16 +202,6 @@ def format_result_table(res, sim=None) -> str:
                              + ", ".join(f"p{k.rstrip('0').rstrip('.')}={v / 1000:,.1f}"
                                          for k, v in pct.items() if k in ("50.000000", "99.000000", "99.900000")))
     return "\n".join(lines)
-
-
-def _mthp_nonzero(res):
-    """The per-size mTHP stats of the sizes with a non-zero one (the kernel's names, no order column)."""
-    import pandas as pd
-    m = res.mthp
-    if m is None or not len(m):
-        return pd.DataFrame()
-    m = m.drop(columns=["order"], errors="ignore")
-    return m[(m != 0).any(axis=1)]
 
 
 def _table(heads: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:

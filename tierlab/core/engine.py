@@ -60,7 +60,7 @@ from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
     STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
-from .vmstat import NR_NODE_GAUGES, NR_VMSTAT_ITEMS
+from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
 
@@ -188,7 +188,7 @@ def node_gauges(s, nid, out):
     out[4] = lru[LRU_ACTIVE_FILE]
     out[5] = s.pgdat[nid].nr_isolated
     out[6] = s.pgdat[nid].migrc_pending_nr
-    out[7] = free_pages_from_order(s, nid, 4)
+    out[7] = free_pages_from_order(s, nid, FREE_PAGES_64K_ORDER)
 
 
 def sample_columns(nr_nodes: int) -> int:

@@ -45,7 +45,7 @@ import numpy as np
 from ._jit import jit_inline
 from .buddy import HPAGE_PMD_ORDER
 from .params import P
-from .state import F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SWAPPED, ORDER_MASK, PG_LRU, list_add_tail
+from .state import F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SWAPPED, ORDER_MASK, PG_LRU, folio_order, list_add_tail
 from .vmstat import MthpStat, Vm
 
 # the anon_folio_orders knob (its names: tierlab.kernel.KNOBS)
@@ -155,7 +155,7 @@ def split_folio(s, head):
     Returns False when the folio is off the LRU (in an lru_add batch or isolated), where the
     kernel's split would fail to freeze it: it stays whole."""
     pg = s.pages
-    order = np.int64(pg.order[head] & ORDER_MASK)
+    order = folio_order(s, head)
     if not (pg.flags[head] & PG_LRU):
         s.mthp[order, MthpStat.SPLIT_FAILED] += 1
         return False
@@ -170,7 +170,7 @@ def split_isolated_folio(s, head):
     """split_folio_to_list() of a folio reclaim has isolated, onto reclaim's own list: its pages
     become isolated order-0 folios that the caller (shrink_folio_list) goes on with. Counted as a
     split."""
-    split_folio_pages(s, head, np.int64(s.pages.order[head] & ORDER_MASK))
+    split_folio_pages(s, head, folio_order(s, head))
 
 
 @jit_inline

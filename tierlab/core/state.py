@@ -493,6 +493,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     if region_mm is None:
         region_mm = np.zeros(R, np.int64)
     mapped = np.asarray(region_pages if region_mapped is None else region_mapped, np.int64)
+    from .buddy import HPAGE_PMD_ORDER      # (buddy.py imports this module)
     regions = Regions(start=start, kind=kind, policy=policy, nodes=nodes,
                       order=np.asarray(region_order, np.int8), mm=np.asarray(region_mm, np.int64),
                       end=start[:-1] + mapped,
@@ -504,7 +505,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                       vm_flags=np.asarray(region_vm_flags if region_vm_flags is not None
                                           else [VM_READ | VM_WRITE] * R, np.int8),
                       numab=np.zeros(R, VMA_NUMAB_DTYPE).view(np.recarray),
-                      fault_orders=np.zeros((R, 10), np.int64))
+                      fault_orders=np.zeros((R, HPAGE_PMD_ORDER + 1), np.int64))
     pgdat = np.zeros(N, PGDAT_DTYPE)
     pgdat["managed"] = managed
     pgdat["free"] = managed
@@ -547,7 +548,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     if task_iodepth is not None:
         task["iodepth"] = task_iodepth
     from .blkdev import blkdev_array
-    from .buddy import HPAGE_PMD_ORDER, buddy_arrays
+    from .buddy import buddy_arrays
     from .vmstat import NR_MTHP_STATS
     blkdev, devcal = blkdev_array(devices, dev_bin_ns)
     M = 1 if mm_start is None else len(mm_start)

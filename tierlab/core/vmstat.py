@@ -125,4 +125,5 @@ NODE_GAUGE_NAMES = (
     "migrc_pending_nr",     # MIGRC's held source folios (zone->migrc_pending_nr of the series; tlb.py)
     "nr_free_pages_64k",    # free pages in blocks of 64 KiB or more (buddyinfo from order 4; buddy only)
 )
+FREE_PAGES_64K_ORDER = (64 // 4).bit_length() - 1     # the order of nr_free_pages_64k's blocks
 NR_NODE_GAUGES = len(NODE_GAUGE_NAMES)
