@@ -289,6 +289,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             continue
         if clock >= s.task[t].stop_at:
             task_pos[t] = offsets[t + 1]        # the task's runtime is over (fio time_based): the rest is not issued
+            # the task waited for its CPU (a kswapd sharing it ran) past its stop: its clock is the
+            # CPU's now, which is what says it stopped (Progress.stopped reads task.end)
+            s.task[t].end = max(s.task[t].end, clock)
             sched_dequeue_task(s, t)
             continue
         cpumask_set_cpu(s, s.task[t].mm, c)

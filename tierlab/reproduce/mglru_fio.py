@@ -63,6 +63,58 @@ def seed003_machine(scale: float = 1.0, seq_4k_ns: float | None = None) -> Machi
                    "rand_line_ns": 100.0, "write_line_ns": 110.0, "bandwidth_GBps": 100.0}]}).scaled(scale)
 
 
+FAST_DEVICE = {"name": "fast", "read_latency_us": 85.0, "write_latency_us": 20.0, "read_bandwidth_GBps": 200.0,
+               "write_bandwidth_GBps": 100.0, "read_iops": 32e6, "write_iops": 32e6, "queue_depth": 8192,
+               "max_sectors_kb": 128}
+
+
+def readers_machine(mib: int, cpus: int = 32) -> Machine:
+    """One node of `mib` MiB like seed003_machine's, with a device fast enough (FAST_DEVICE: 32 M
+    IOPS, the many drives of Jens Axboe's RWF_DONTCACHE test box) that any number of io_uring
+    readers is CPU-bound, not device-bound. Assumed, as the seed gives no device."""
+    d = seed003_machine().to_dict()
+    d["nodes"][0] |= {"capacity": f"{mib}MiB", "cpus": cpus}
+    return Machine.from_dict(d | {"name": "seed003-readers", "description": "seed 003's node, N readers",
+                                  "devices": [FAST_DEVICE]})
+
+
+def fill_drop(numjobs: int, mib: int = 512, ratio: float = FILE_RATIO, runtime_ms: float = 100.0,
+              cpus: int = 32, log_ios: int = 256, **knobs) -> dict:
+    """`numjobs` fio/io_uring readers (iodepth 128, norandommap, buffered 4 KiB randread) of one
+    file `ratio` times a `mib` MiB node, init_on_alloc=1, SEED003_COSTS: aggregate GB/s before the
+    fill (until reclaim begins) and after it (the last 70 % of the time past the fill), from the
+    jobs' I/O marks (one per `log_ios` I/Os); kswapd's CPU share after the fill; the share of
+    reclaim done by the readers (pgsteal_direct); lock waits as shares of the readers' CPU time.
+    Unscaled: a small node, read for `runtime_ms`.
+
+    Where the seed's single reader does not slow down in the model (Slices), this shows when it
+    does: readers that miss faster than one kswapd reclaims (about 16 here) do the rest of the
+    reclaim themselves, and every reclaimer and reader takes the file's one xa_lock."""
+    w = make_workload("fio", {"rw": "randread", "size": f"{int(mib * ratio)}MiB", "numjobs": numjobs,
+                              "filename": "f", "ioengine": "io_uring", "iodepth": 128, "norandommap": 1,
+                              "time_based": 1, "runtime": f"{runtime_ms}ms", "log_ios": log_ios})
+    res = Simulation(readers_machine(mib, cpus), Kernel(init_on_alloc=1, **knobs), w, costs=engine_costs(),
+                     sample_interval_ms=1).run().result()
+    ts = res.timeseries
+    reclaimed = ts.time_s[ts.pgsteal_kswapd + ts.pgsteal_direct > 0]
+    t_fill = float(reclaimed.iloc[0]) if len(reclaimed) else float("nan")
+    t = np.sort(res.marks_s.time_s.to_numpy())
+    t1 = t_fill + 0.3 * (t[-1] - t_fill)
+    per_mark = log_ios * 4096
+    before = (t < t_fill).sum() * per_mark / t_fill / 1e9
+    after = (t >= t1).sum() * per_mark / (t[-1] - t1) / 1e9
+    c = res.counters
+    tasks = res.tasks.set_index("name")
+    locks = res.locks.set_index("lock")
+    cpu_ns = tasks.runtime_s[tasks.kind == "task"].sum() * 1e9
+    return {"numjobs": numjobs, "before_GBps": before, "after_GBps": after, "drop": 1.0 - after / before,
+            "fill_ms": t_fill * 1e3, "direct_share": c["pgsteal_direct"] / max(1, c["pgsteal_direct"] + c["pgsteal_kswapd"]),
+            # kswapd sleeps until the fill, so its runtime is all after it
+            "kswapd_cpu_share": float(tasks.runtime_s["kswapd0"]) / (t[-1] - t_fill),
+            "xa_lock_wait_share": locks.wait_ns["xa_lock"] / cpu_ns, "lru_lock_wait_share": locks.wait_ns["lru_lock"] / cpu_ns,
+            "result": res}
+
+
 def engine_costs(extra: dict | None = None) -> dict:
     """SEED003_COSTS without the machine's figure, for Simulation(costs=...)."""
     c = {k: v for k, v in SEED003_COSTS.items() if k in COSTS}
