@@ -49,6 +49,7 @@ RUNTIME_S = 300.0       # full-size seconds of the whole run
 BEFORE_S = 20.0         # "initially": the first 20 s (at most ~10 % of the file cached)
 SETTLE_S = 40.0         # after the fill, steady from here on
 RATIOS = (1.1, 1.5, 2.0, 3.0, 4.0, 8.0)
+READERS_RUNTIME_MS = {1: 400.0, 4: 200.0, 8: 150.0, 16: 100.0}   # fill_drop: past the fill for each count
 E_MAIN = "mglru-fio-mainline"
 E_MGLRU = "mglru-fio-mglru"
 
@@ -88,8 +89,8 @@ def fill_drop(numjobs: int, mib: int = 512, ratio: float = FILE_RATIO, runtime_m
     Unscaled: a small node, read for `runtime_ms`.
 
     Where the seed's single reader does not slow down in the model (Slices), this shows when it
-    does: readers that miss faster than one kswapd reclaims (about 16 here) do the rest of the
-    reclaim themselves, and every reclaimer and reader takes the file's one xa_lock."""
+    does: readers that miss faster than one kswapd reclaims (16 here; 4 do not) do the rest of
+    the reclaim themselves, and every reclaimer and reader takes the file's one xa_lock."""
     w = make_workload("fio", {"rw": "randread", "size": f"{int(mib * ratio)}MiB", "numjobs": numjobs,
                               "filename": "f", "ioengine": "io_uring", "iodepth": 128, "norandommap": 1,
                               "time_based": 1, "runtime": f"{runtime_ms}ms", "log_ios": log_ios})
@@ -293,6 +294,9 @@ def reproduce(scale: float = 1024.0, progress: bool = False, jobs: int | None = 
     out.attrs["costs"] = dict(SEED003_COSTS)
     if sweep:
         out.attrs["ratio_sweep"] = ratio_sweep(scale) + (ratio_sweep(scale, lru_gen=7) if has_lru_gen() else [])
+        # unscaled (a 512 MiB node): how many readers the drop takes (fill_drop)
+        out.attrs["readers"] = [{k: v for k, v in fill_drop(n, runtime_ms=ms).items() if k != "result"}
+                                for n, ms in READERS_RUNTIME_MS.items()]
     return out
 
 
