@@ -185,6 +185,18 @@ def test_time_based_jobs_stop_while_kswapd_holds_their_cpu():
         assert job["job_runtime"] >= 2
 
 
+def test_a_time_based_stream_that_makes_no_progress_stops_with_a_message():
+    """The guard behind the hang above: a chunk after which no job's clock moved and not every job
+    is stopped raises instead of feeding the same jobs for ever."""
+    from tierlab.workloads.base import Progress
+    g = make_workload("fio", {"rw": "randread", "size": "1MiB", "time_based": 1, "runtime": "1ms"}).chunks(0)
+    next(g)
+    stuck = Progress(task_clock_ns=np.array([5_000]), stopped=np.array([False]), phase_start_ns=0)
+    g.send(stuck)
+    with pytest.raises(RuntimeError, match=r"no job's clock moved, while jobs \[0\]"):
+        g.send(stuck)
+
+
 @pytest.fixture(scope="module")
 def seed003():
     """Seed 003's setting at scale 4096 (a 50 MiB node, a 100 MiB file): one io_uring job, iodepth 128,

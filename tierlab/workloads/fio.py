@@ -184,6 +184,7 @@ class Fio(Workload):
         offs = [np.random.default_rng([seed, j, 3]) for j in range(T)]     # norandommap's offsets
         done = 0                      # I/Os generated per job so far (the same for every job)
         first = True
+        clocks = None                 # the jobs' clocks after the previous chunk
         while total is None or done < total:
             n = per if total is None else min(per, total - done)
             parts = [self._ios(j, done, n, seed, rngs[j], offs[j]) for j in range(T)]
@@ -193,8 +194,17 @@ class Fio(Workload):
             first = False
             done += n
             progress = yield chunk
-            if progress is not None and bool(progress.stopped.all()):
+            if progress is None:
+                continue
+            if bool(progress.stopped.all()):
                 return
+            if clocks is not None and np.array_equal(progress.task_clock_ns, clocks):
+                # a time_based stream ends only when every job is stopped: a chunk that moved no
+                # job's clock would repeat for ever (session 14's hang), so stop and say so
+                raise RuntimeError("fio: a whole chunk ran and no job's clock moved, while jobs "
+                                   f"{np.flatnonzero(~progress.stopped).tolist()} have not reached their runtime "
+                                   "(an engine bug: please report it with the job file)")
+            clocks = progress.task_clock_ns
 
     def _pre_read_chunks(self) -> Iterator[Chunk]:
         """Each file read once sequentially in bs calls (job j reads file j; a shared file job 0)."""
