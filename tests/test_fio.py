@@ -135,13 +135,8 @@ def fill_run(runtime="600ms"):
     m = machine((16384, 4, 576))
     sim, res = run({"rw": "randread", "size": "128MiB", "numjobs": 4, "filename": "f", "time_based": 1,
                     "runtime": runtime, "log_ios": 256}, mach=m, sample_interval_ms=10)
-    ts = res.timeseries
-    t_fill = float(ts.time_s[ts.pgsteal_kswapd + ts.pgsteal_direct > 0].iloc[0])   # reclaim has begun: memory is full
-    marks = res.marks_s
-    t = np.sort(marks.time_s.to_numpy())
-    per_mark = 256 * 4096
-    before = (t < t_fill).sum() * per_mark / t_fill
-    after = (t >= t_fill).sum() * per_mark / (t[-1] - t_fill)
+    from tierlab.reproduce.mglru_fio import fill_windows
+    t_fill, _, before, after = fill_windows(res, 256 * 4096)     # t_fill: reclaim has begun, memory is full
     return res, t_fill, before, after
 
 

@@ -79,6 +79,21 @@ def readers_machine(mib: int, cpus: int = 32) -> Machine:
                                   "devices": [FAST_DEVICE]})
 
 
+def fill_windows(res, bytes_per_mark: int, settle: float = 0.0) -> tuple[float, float, float, float]:
+    """The page-cache fill of a run with I/O marks (fio's log_ios): (t_fill, t_end, GB/s before,
+    GB/s after), in simulated seconds. t_fill is the first sample with reclaim (pgsteal_kswapd or
+    pgsteal_direct); "before" is [0, t_fill); "after" leaves out the first `settle` of the time past
+    the fill and ends at the last mark."""
+    ts = res.timeseries
+    reclaimed = ts.time_s[ts.pgsteal_kswapd + ts.pgsteal_direct > 0]
+    t_fill = float(reclaimed.iloc[0]) if len(reclaimed) else float("nan")
+    t = np.sort(res.marks_s.time_s.to_numpy())
+    t1 = t_fill + settle * (t[-1] - t_fill)
+    before = (t < t_fill).sum() * bytes_per_mark / t_fill / 1e9
+    after = (t >= t1).sum() * bytes_per_mark / (t[-1] - t1) / 1e9
+    return t_fill, float(t[-1]), before, after
+
+
 def fill_drop(numjobs: int, mib: int = 512, ratio: float = FILE_RATIO, runtime_ms: float = 100.0,
               cpus: int = 32, log_ios: int = 256, **knobs) -> dict:
     """`numjobs` fio/io_uring readers (iodepth 128, norandommap, buffered 4 KiB randread) of one
@@ -96,14 +111,7 @@ def fill_drop(numjobs: int, mib: int = 512, ratio: float = FILE_RATIO, runtime_m
                               "time_based": 1, "runtime": f"{runtime_ms}ms", "log_ios": log_ios})
     res = Simulation(readers_machine(mib, cpus), Kernel(init_on_alloc=1, **knobs), w, costs=engine_costs(),
                      sample_interval_ms=1).run().result()
-    ts = res.timeseries
-    reclaimed = ts.time_s[ts.pgsteal_kswapd + ts.pgsteal_direct > 0]
-    t_fill = float(reclaimed.iloc[0]) if len(reclaimed) else float("nan")
-    t = np.sort(res.marks_s.time_s.to_numpy())
-    t1 = t_fill + 0.3 * (t[-1] - t_fill)
-    per_mark = log_ios * 4096
-    before = (t < t_fill).sum() * per_mark / t_fill / 1e9
-    after = (t >= t1).sum() * per_mark / (t[-1] - t1) / 1e9
+    t_fill, t_end, before, after = fill_windows(res, log_ios * 4096, settle=0.3)
     c = res.counters
     tasks = res.tasks.set_index("name")
     locks = res.locks.set_index("lock")
@@ -111,7 +119,7 @@ def fill_drop(numjobs: int, mib: int = 512, ratio: float = FILE_RATIO, runtime_m
     return {"numjobs": numjobs, "before_GBps": before, "after_GBps": after, "drop": 1.0 - after / before,
             "fill_ms": t_fill * 1e3, "direct_share": c["pgsteal_direct"] / max(1, c["pgsteal_direct"] + c["pgsteal_kswapd"]),
             # kswapd sleeps until the fill, so its runtime is all after it
-            "kswapd_cpu_share": float(tasks.runtime_s["kswapd0"]) / (t[-1] - t_fill),
+            "kswapd_cpu_share": float(tasks.runtime_s["kswapd0"]) / (t_end - t_fill),
             "xa_lock_wait_share": locks.wait_ns["xa_lock"] / cpu_ns, "lru_lock_wait_share": locks.wait_ns["lru_lock"] / cpu_ns,
             "result": res}
 
