@@ -12,6 +12,12 @@
   kernel called from Python (a test, a notebook) runs a twin compiled with the wrappers.
 - one specialisation per kernel: a call from compiled code passes constants as plain int64/bool
   and narrow signed integers widened to int64 (see `_one_signature`).
+- `jit_inline` leaves are inlined by LLVM (`forceinline`: its alwaysinline attribute), not by
+  numba: numba's IR inlining re-ran its front end on the callee at each of ~2,000 call sites and
+  typed the expanded bodies as one (an 11-minute cold start); LLVM's inliner gives the same
+  machine code from one compile of each leaf.
+- a `jit` kernel's library is link-only (`_LinkOnly`): LLVM optimizes and emits each entry
+  point's call tree once, not again at every level of it.
 - the on-disk cache lives in a directory named by a hash of every source file of tierlab/core
   (`ENGINE_CACHE_DIR`): numba checks only the defining file's timestamp, but kernels freeze
   constants of other files (params.P indices, state dtypes, vmstat items), so after an edit of
@@ -22,8 +28,11 @@ import hashlib
 import os
 from pathlib import Path
 
+import llvmlite.binding as llvm
 from numba import config, njit, types
+from numba.core import codegen
 from numba.core.registry import CPUDispatcher
+from numba.core.targetconfig import ConfigStack
 
 OPTIONS = dict(error_model="numpy", _nrt=False)
 
@@ -40,6 +49,87 @@ def _engine_hash() -> str:
 ENGINE_CACHE_DIR = os.path.join(os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(__file__), "__pycache__"),
                                 f"tierlab-{_engine_hash()}")
 config.CACHE_DIR = ENGINE_CACHE_DIR
+
+
+class _LinkOnly:
+    """Code that is only ever linked into an entry point is not optimized or emitted on its own.
+
+    numba gives every compiled function a library: its module with the modules of all its callees
+    linked in, run through LLVM's whole module pipeline and emitted as machine code. A `jit` kernel
+    is called only from other kernels, which link its module in and optimize it again, so across a
+    call tree that work was repeated at every level (most of a cold start once the leaves stopped
+    being inlined by numba). Here a library finalized while a kernel without CPython and C
+    wrappers is compiled (a `jit` kernel, or a numba helper it calls) only links its callees in;
+    the entry point (`jit_entry`, or a twin) that links it runs the module pipeline, inlining the
+    `forceinline` leaves, and emits machine code once. Its cache entry is the module's bitcode,
+    all a later caller needs. Results do not change (no fast-math: LLVM keeps every result bit
+    for bit); only where the work is done does. Relies on numba's JITCodeLibrary internals
+    (pyproject pins numba below 0.70)."""
+
+    KIND = "tierlab-link-only"
+
+    @staticmethod
+    def compiling_kernel() -> bool:
+        """Whether the compile on top of numba's stack is a kernel without wrappers (`jit`)."""
+        stack = ConfigStack()
+        if not stack:
+            return False
+        flags = stack.top()
+        return bool(flags.no_cpython_wrapper and flags.no_cfunc_wrapper)
+
+    @classmethod
+    def install(cls):
+        lib = codegen.JITCodeLibrary
+        if getattr(lib, "_tierlab_link_only", False):
+            return
+        full_finalize = lib.finalize
+        full_serialize = lib.serialize_using_object_code
+        full_unserialize = lib._unserialize.__func__
+        full_set_env = codegen.JITCPUCodegen.set_env
+
+        def finalize(self):
+            if not cls.compiling_kernel():
+                return full_finalize(self)
+            self._raise_if_finalized()
+            seen = set()
+            for library in self._linking_libraries:
+                if library not in seen:
+                    seen.add(library)
+                    self._reload_init.update(library._reload_init)
+                    self._final_module.link_in(library._get_module_for_linking(), preserve=True)
+            self._link_only = True
+            self._finalized = True
+
+        def serialize_using_object_code(self):
+            if getattr(self, "_link_only", False):
+                return (self.name, cls.KIND, self._get_module_for_linking().as_bitcode())
+            return full_serialize(self)
+
+        def unserialize(klass, codegen_, state):
+            name, kind, data = state
+            if kind != cls.KIND:
+                return full_unserialize(klass, codegen_, state)
+            self = codegen_.create_library(name)
+            self._final_module = self._shared_module = llvm.parse_bitcode(data)
+            self._link_only = True
+            self._finalized = True
+            return self
+
+        def set_env(self, env_name, env):
+            # a link-only library defines nothing in the execution engine: its environment (read
+            # only by object-mode fallbacks and dynamic exceptions, which kernels have neither of)
+            # has no address to be written to
+            if self._engine.get_global_value_address(env_name):
+                full_set_env(self, env_name, env)
+
+        lib.finalize = finalize
+        lib.serialize_using_object_code = serialize_using_object_code
+        lib._unserialize = classmethod(unserialize)
+        codegen.JITCPUCodegen.set_env = set_env
+        lib._tierlab_link_only = True
+
+
+_LinkOnly.install()
 
 
 def _plain(t):
@@ -81,20 +171,27 @@ class Kernel(CPUDispatcher):
 
 def jit(fn):
     """A kernel called from other kernels (and from Python only by tests)."""
-    if config.DISABLE_JIT:
-        return fn
-    disp = Kernel(py_func=fn, locals={}, targetoptions=dict(
-        OPTIONS, nopython=True, boundscheck=None, no_cpython_wrapper=True, no_cfunc_wrapper=True))
-    disp.enable_caching()
-    return _one_signature(disp)
+    return _kernel(fn, forceinline=False)
 
 
 def jit_entry(fn):
     """A kernel the Python side calls (engine.run, the fillers): compiled with numba's wrappers."""
-    return _one_signature(njit(cache=True, **OPTIONS)(fn))
+    return _one_signature(njit(cache=True, forceinline=False, **OPTIONS)(fn))
 
 
 def jit_inline(fn):
-    """For the few tiny functions on the per-access path: inlined at numba IR level, so the hot
-    loop makes no calls (a call passes every array of SimState by value, ~100 ns)."""
-    return njit(cache=True, inline="always", **OPTIONS)(fn)
+    """A small leaf on the per-access path, inlined into every caller by LLVM (forceinline), so the
+    hot loop makes no calls (a call passes every array of SimState by value, ~100 ns). numba
+    compiles it once, as a `jit` kernel."""
+    return _kernel(fn, forceinline=True)
+
+
+def _kernel(fn, forceinline: bool):
+    # forceinline is set either way: numba otherwise inherits it from the caller being compiled
+    if config.DISABLE_JIT:
+        return fn
+    disp = Kernel(py_func=fn, locals={}, targetoptions=dict(
+        OPTIONS, nopython=True, boundscheck=None, no_cpython_wrapper=True, no_cfunc_wrapper=True,
+        forceinline=forceinline))
+    disp.enable_caching()
+    return _one_signature(disp)
