@@ -1,17 +1,22 @@
-"""Whether numba's on-disk cache holds the engine, so a command can say it is compiling.
+"""Whether numba's on-disk cache holds the engine, and what a first run shows while it compiles.
 
 numba writes one index file (`*.nbi`) per cached function under core/_jit.py's ENGINE_CACHE_DIR
 (in `tierlab/core/__pycache__/`, or under `NUMBA_CACHE_DIR` when that is set). With no index for the
-engine the first simulation compiles every kernel (about half a minute) before it shows any progress.
+engine the first simulation compiles every kernel it reaches before it shows any progress of its
+own; `say_if_compiling()` says so and shows the compile's progress (kernels compiled out of those
+the engine defines, and which one is compiling) from numba's compile events.
 """
 from __future__ import annotations
 
 import glob
 import os
 import sys
+import time
 
-COMPILING_NOTE = ("tierlab: compiling the simulation engine (first run with an empty numba cache; about "
-                  "half a minute, once; later runs start in seconds)")
+from numba.core import event
+
+COMPILING_NOTE = ("tierlab: compiling the simulation engine (first run with an empty numba cache: "
+                  "about two minutes on 2 cores, once; later runs start in seconds)")
 
 
 def engine_cached() -> bool:
@@ -22,8 +27,87 @@ def engine_cached() -> bool:
 
 
 def say_if_compiling(file=None) -> bool:
-    """Print COMPILING_NOTE on stderr when the engine is not cached; return whether it printed."""
+    """Print COMPILING_NOTE on stderr when the engine is not cached, and show the compile's progress
+    until engine.run is compiled; return whether it printed."""
     if engine_cached():
         return False
-    print(COMPILING_NOTE, file=file or sys.stderr, flush=True)
+    out = file or sys.stderr
+    print(COMPILING_NOTE, file=out, flush=True)
+    CompileProgress(out).install()
     return True
+
+
+def engine_kernels() -> list:
+    """Every numba dispatcher the engine's modules define (tierlab.core, without the reference
+    cache models): what a cold start may compile."""
+    import importlib
+    import pkgutil
+
+    from numba.core.dispatcher import Dispatcher
+
+    from . import core
+    found = []
+    for m in pkgutil.iter_modules(core.__path__):
+        if m.name.startswith("_") or m.name == "reference":
+            continue
+        mod = importlib.import_module(f"{core.__name__}.{m.name}")
+        found += [v for v in vars(mod).values() if isinstance(v, Dispatcher) and v.__module__ == mod.__name__]
+    return found
+
+
+def kernel_name(dispatcher) -> str:
+    """`module.function` of a compiled function, without the package (`reclaim.shrink_folio_list`)."""
+    fn = getattr(dispatcher, "py_func", dispatcher)
+    return f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
+
+
+class CompileProgress:
+    """A progress bar over numba's compile events for tierlab's kernels: how many of the engine's
+    kernels are compiled, and the one compiling now. It closes when engine.run is compiled (the
+    last and largest of a first run), saying how many kernels took how long."""
+
+    def __init__(self, file=None):
+        self.file = file or sys.stderr
+        self.bar = None
+        self.t0 = time.perf_counter()
+        self.done = 0
+
+    def install(self) -> None:
+        from tqdm import tqdm
+        total = sum(1 for d in engine_kernels() if not d.overloads)
+        self.bar = tqdm(total=total, unit="kernel", file=self.file, desc="compiling", leave=False,
+                        dynamic_ncols=True, mininterval=0.5 if self.file.isatty() else 15.0)
+        listener = _Listener(self)
+        event.register("numba:compile", listener)
+        self._unregister = lambda: event.unregister("numba:compile", listener)
+
+    def started(self, dispatcher) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(kernel_name(dispatcher), refresh=False)
+
+    def ended(self, dispatcher) -> None:
+        if self.bar is None:
+            return
+        self.done += 1
+        self.bar.update(1)
+        if kernel_name(dispatcher) == "engine.run":
+            self.bar.close()
+            self.bar = None
+            self._unregister()
+            print(f"tierlab: compiled {self.done} kernels in {time.perf_counter() - self.t0:.0f} s",
+                  file=self.file, flush=True)
+
+
+class _Listener(event.Listener):
+    def __init__(self, progress: CompileProgress):
+        self.progress = progress
+
+    def on_start(self, ev):
+        d = ev.data.get("dispatcher")
+        if d is not None and getattr(d, "py_func", d).__module__.startswith("tierlab."):
+            self.progress.started(d)
+
+    def on_end(self, ev):
+        d = ev.data.get("dispatcher")
+        if d is not None and getattr(d, "py_func", d).__module__.startswith("tierlab."):
+            self.progress.ended(d)
