@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test bench golden clean-venv
+.PHONY: venv demo test test-fast test-all bench golden clean-venv
 
 venv: $(STAMP)
 
@@ -15,17 +15,16 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tierlab needs python >= 3.11; found " + sys.version.split()[0] + " (set PYTHON=python3.11 or newer)")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	@# fill numba's on-disk cache now, so the first `tierlab run` starts in seconds (an addition:
-	@# an empty NUMBA_CACHE_DIR still compiles, about 35 s)
-	@echo "compiling the simulation engine into numba's cache (once) ..."
+	@# fill numba's on-disk cache now, so the first `tierlab run` starts in seconds; the run says
+	@# it is compiling and shows how far it is on stderr (about two minutes on 2 cores)
 	@$(PY) -m tierlab run --machine qemu-2node --workload random-read --param file_size=64MiB \
-		--param accesses=10000 --set demotion_enabled=1 --format json --no-progress >/dev/null 2>&1 \
+		--param accesses=10000 --set demotion_enabled=1 --format json --no-progress >/dev/null \
 		|| echo "warning: engine warm-up run failed (the first run will compile)"
 	@touch $(STAMP)
 
 # A real small simulation: 2 M random 4 KiB reads of a 2 GiB file bound to node 0 (1 GiB) of a
 # 2-node QEMU guest; kswapd demotes page cache to the CPU-less node 1 (pgdemote_kswapd). The first
-# run compiles the numba kernels (about half a minute; `make venv` does it once); later runs start in seconds.
+# run compiles the numba kernels (about two minutes on 2 cores; `make venv` does it once); later runs start in seconds.
 demo: venv
 	$(PY) -m tierlab run --machine qemu-2node --workload random-read \
 		--param file_size=2GiB --param accesses=2000000 --param policy=bind:0 \
@@ -42,6 +41,15 @@ test: venv
 	status=0; $(PY) -m pytest -q || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
+
+# the inner loop: every test but the `long` modules (reproductions, notebooks, the QEMU guest,
+# subprocesses; tests/conftest.py) and the `slow` ones
+test-fast: venv
+	$(PY) -m pytest -q -m 'not slow and not long'
+
+# everything, the `slow` checks too, with hypothesis' `dev` profile (more examples, not derandomised)
+test-all: venv
+	HYPOTHESIS_PROFILE=dev $(PY) -m pytest -q -m ''
 
 # re-run the canonical runs of tests/golden.py, print old -> new per counter, accept the new values
 golden: venv

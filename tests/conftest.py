@@ -16,3 +16,20 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# Test tiers. `make test` (the README's command, what CI runs) runs everything but `slow`;
+# `make test-fast` also leaves out `long`: the modules below, which run whole reproductions,
+# notebooks, the QEMU guest or subprocesses (each minutes of the suite); `make test-all` adds `slow`
+# and hypothesis' `dev` profile.
+LONG_MODULES = {
+    "test_notebooks", "test_oracle", "test_reproduce", "test_reproduce_anon_folio", "test_reproduce_hint_fault",
+    "test_reproduce_migrc", "test_fio", "test_memtier", "test_xsbench", "test_sweep", "test_nojit", "test_scaling",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in LONG_MODULES:
+            item.add_marker(pytest.mark.long)

@@ -228,6 +228,46 @@ def bench_startup(args: list[str] | None = None) -> dict:
     return {"cold_start_s": times[0], "warm_start_s": times[1], "command": "python -m tierlab " + " ".join(args)}
 
 
+_COMPILE_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+from tierlab import api
+from tierlab.cli import run_config_from_args, build_parser
+from tierlab.jitcache import CompileRecorder
+args = build_parser().parse_args(json.loads(sys.argv[1]))
+with CompileRecorder() as rec:
+    sim = api.build(run_config_from_args(args))
+    sim.run()
+print(json.dumps({"wall_s": time.perf_counter() - t0, "kernels": rec.kernels, "top_level": rec.top_level}))
+"""
+
+
+def bench_compile(args: list[str] | None = None, top: int = 12) -> dict:
+    """A cold compile (empty NUMBA_CACHE_DIR, in a child process) of what `python -m tierlab run`
+    with STARTUP_ARGS compiles, timed from numba's compile events: seconds per entry point (a
+    compile nothing else was compiling around: engine.run with the call tree below it, the
+    workload's fillers), the kernels compiled, the `top` kernels by their own compile time; and the
+    engine's size as the compile budget counts it (tierlab/codesize.py)."""
+    from .codesize import measure
+    args = list(args or STARTUP_ARGS)
+    cache = tempfile.mkdtemp(prefix="tierlab-bench-numba-")
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    try:
+        p = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, json.dumps(args)], env=env,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"the compile benchmark's child exited with {p.returncode}: {p.stderr.strip()[-2000:]}")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    child = json.loads(p.stdout.strip().splitlines()[-1])
+    own = sorted(child["kernels"], key=lambda k: -k[2])[:top]
+    return {"command": "python -m tierlab " + " ".join(args), "wall_s": child["wall_s"],
+            "kernels_compiled": len(child["kernels"]),
+            "entry_points_s": {name: s for name, s in child["top_level"]},
+            "top_kernels_own_s": {name: s for name, _, s in own},
+            "size": measure()}
+
+
 def bench_reproduction(scale: float = 1.0) -> dict:
     """Wall time of the seed 000 reproduction (full size at scale 1: ~2.7 G simulated page reads,
     the 50-cycle promoting run alone 1.7 G), after a small warm-up run fills the JIT cache: with the
@@ -245,7 +285,7 @@ def bench_reproduction(scale: float = 1.0) -> dict:
 
 
 def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = True, log=None,
-              reproduction: bool | None = None) -> dict:
+              reproduction: bool | None = None, compile_only: bool = False) -> dict:
     """All benchmarks; the JSON shape of `tierlab bench --format json`."""
     import numba
 
@@ -257,6 +297,13 @@ def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = Tru
                     "host": {"python": platform.python_version(), "numba": numba.__version__,
                              "numpy": np.__version__, "cpus": os.cpu_count(), "machine": platform.machine()},
                     "benchmarks": []}
+    if compile_only:
+        say("cold compile of `python -m tierlab run` (empty numba cache), timed per kernel ...")
+        report["compile"] = bench_compile()
+        if startup:
+            say("start-up of `python -m tierlab run`, cold then warm ...")
+            report["startup"] = bench_startup()
+        return report
     for name, cfg in bench_configs(quick):
         say(f"{name} (warm-up, then measured) ...")
         r = measure(cfg)
@@ -278,7 +325,9 @@ def run_bench(quick: bool = False, startup: bool = True, libcachesim: bool = Tru
 
 
 def format_bench(report: dict) -> str:
-    lines = [f"{'benchmark':<14} {'sim accesses':>14} {'wall s':>9} {'accesses/s':>14} {'sim time s':>11}"]
+    lines = []
+    if report["benchmarks"]:
+        lines.append(f"{'benchmark':<14} {'sim accesses':>14} {'wall s':>9} {'accesses/s':>14} {'sim time s':>11}")
     for b in report["benchmarks"]:
         lines.append(f"{b['name']:<14} {b['sim_accesses']:>14,d} {b['wall_s']:>9.3f} "
                      f"{b['accesses_per_s']:>14,.0f} {b['sim_time_s']:>11.4f}")
@@ -297,6 +346,17 @@ def format_bench(report: dict) -> str:
         lines.append("")
         lines.append(f"reproduce {rp['name']} at scale {rp['scale']:g}: {rp['wall_s']:.1f} s wall "
                      f"(2 processes), {rp['serial_wall_s']:.1f} s serial")
+    co = report.get("compile")
+    if co is not None:
+        lines.append(f"cold compile: {co['wall_s']:.1f} s wall, {co['kernels_compiled']} kernels: {co['command']}")
+        lines.append("  per entry point (s, its call tree included): " + ", ".join(
+            f"{k} {v:.1f}" for k, v in co["entry_points_s"].items()))
+        lines.append("  kernels by their own compile (s): " + ", ".join(
+            f"{k} {v:.1f}" for k, v in co["top_kernels_own_s"].items()))
+        z = co["size"]
+        lines.append(f"  size (compile budget, AST nodes): {z['kernels']} kernels ({z['inline_leaves']} inlined "
+                     f"leaves), {z['own_nodes']:,} own nodes; engine.run reaches {z['run_units']} kernels, "
+                     f"{z['run_expanded_nodes']:,} nodes with leaves expanded")
     su = report.get("startup")
     if su is not None:
         lines.append("")

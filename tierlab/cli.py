@@ -337,7 +337,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import format_bench, run_bench
-    report = run_bench(quick=args.quick, startup=not args.no_startup,
+    report = run_bench(quick=args.quick, startup=not args.no_startup, compile_only=args.compile,
                        libcachesim=not args.no_libcachesim, log=sys.stderr, reproduction=args.reproduction)
     print(json.dumps(report, indent=2) if args.format == "json" else format_bench(report))
     return 0
@@ -414,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     b.add_argument("--quick", action="store_true", help="smaller sizes (about a minute, most of it JIT)")
     b.add_argument("--no-startup", action="store_true", help="skip the cold/warm start-up measurement")
+    b.add_argument("--compile", action="store_true",
+                   help="only the compile: a cold compile timed per entry point and per kernel (numba's "
+                        "compile events), the engine's size as the compile budget counts it, and start-up")
     b.add_argument("--no-libcachesim", action="store_true", help="skip the libCacheSim comparison")
     b.add_argument("--reproduction", action=argparse.BooleanOptionalAction, default=None,
                    help="time the seed 000 reproduction (default: at full size, unless --quick)")

@@ -98,16 +98,51 @@ class CompileProgress:
                   file=self.file, flush=True)
 
 
+class CompileRecorder:
+    """Times every compile of a tierlab kernel from numba's compile events: inclusive (a caller's
+    compile holds its callees', which numba compiles while typing the call) and exclusive (its
+    own: front end, and for an entry point LLVM's optimization and code emission of its whole call
+    tree). `top_level` are the compiles nothing else was compiling around: the entry points a run
+    called from Python (engine.run, the workload's fillers, take_sample)."""
+
+    def __init__(self):
+        self.kernels: list[tuple[str, float, float]] = []     # (name, inclusive s, exclusive s)
+        self.top_level: list[tuple[str, float]] = []
+        self._stack: list[list[float]] = []
+
+    def __enter__(self):
+        self._listener = _Listener(self)
+        event.register("numba:compile", self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        event.unregister("numba:compile", self._listener)
+
+    def started(self, dispatcher) -> None:
+        self._stack.append([time.perf_counter(), 0.0])
+
+    def ended(self, dispatcher) -> None:
+        t0, inner = self._stack.pop()
+        took = time.perf_counter() - t0
+        if self._stack:
+            self._stack[-1][1] += took
+        else:
+            self.top_level.append((kernel_name(dispatcher), took))
+        self.kernels.append((kernel_name(dispatcher), took, took - inner))
+
+
 class _Listener(event.Listener):
-    def __init__(self, progress: CompileProgress):
-        self.progress = progress
+    """Passes numba's compile events of tierlab's functions to `to` (started / ended)."""
+
+    def __init__(self, to):
+        self.to = to
 
     def on_start(self, ev):
         d = ev.data.get("dispatcher")
         if d is not None and getattr(d, "py_func", d).__module__.startswith("tierlab."):
-            self.progress.started(d)
+            self.to.started(d)
 
     def on_end(self, ev):
         d = ev.data.get("dispatcher")
         if d is not None and getattr(d, "py_func", d).__module__.startswith("tierlab."):
-            self.progress.ended(d)
+            self.to.ended(d)

@@ -100,6 +100,19 @@ class _LinkOnly:
             self._link_only = True
             self._finalized = True
 
+        full_for_linking = lib._get_module_for_linking
+
+        def get_module_for_linking(self):
+            # a link-only module is never executed: its functions are made linkonce_odr in place
+            # (numba clones an executable library's module first)
+            if not getattr(self, "_link_only", False) or self._shared_module is not None:
+                return full_for_linking(self)
+            for fn in self._final_module.functions:
+                if not fn.is_declaration and fn.linkage == llvm.Linkage.external:
+                    fn.linkage = "linkonce_odr"
+            self._shared_module = self._final_module
+            return self._shared_module
+
         def serialize_using_object_code(self):
             if getattr(self, "_link_only", False):
                 return (self.name, cls.KIND, self._get_module_for_linking().as_bitcode())
@@ -123,6 +136,7 @@ class _LinkOnly:
                 full_set_env(self, env_name, env)
 
         lib.finalize = finalize
+        lib._get_module_for_linking = get_module_for_linking
         lib.serialize_using_object_code = serialize_using_object_code
         lib._unserialize = classmethod(unserialize)
         codegen.JITCPUCodegen.set_env = set_env
