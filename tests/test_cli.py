@@ -236,6 +236,35 @@ def test_bench_measure_and_format():
     assert "random-read" in text and "skipped" in text and "cold 60.0 s" in text
 
 
+def test_bench_formats_a_compile_report():
+    from tierlab import bench
+    from tierlab.codesize import measure
+    text = bench.format_bench({"benchmarks": [], "compile": {
+        "command": "python -m tierlab run x", "wall_s": 90.0, "kernels_compiled": 300,
+        "entry_points_s": {"engine.run": 85.0, "state.init_lists": 0.2},
+        "top_kernels_own_s": {"engine.run": 15.0, "memory.fault_in": 2.0}, "size": measure()}})
+    assert "cold compile: 90.0 s wall, 300 kernels" in text and "engine.run 85.0" in text
+    assert "memory.fault_in 2.0" in text and "benchmark" not in text
+
+
+def test_compile_recorder_times_a_kernel_compile():
+    """A kernel called from Python compiles a twin: one top-level compile event, timed."""
+    from numba import njit
+
+    from tierlab.core._jit import OPTIONS
+    from tierlab.core import resource
+    from tierlab.core.resource import calendar_array
+    from tierlab.jitcache import CompileRecorder, kernel_name
+    fresh = njit(**OPTIONS)(resource.calendar_book_slow.py_func)     # uncompiled: a compile is sure
+    assert kernel_name(fresh) == "resource.calendar_book_slow"
+    cal = calendar_array([1.0], 64, 1 << 10)
+    with CompileRecorder() as rec:
+        fresh(cal, 0, 100, 1.0)
+    assert [name for name, _ in rec.top_level] == ["resource.calendar_book_slow"]
+    name, inclusive, own = rec.kernels[-1]
+    assert name == "resource.calendar_book_slow" and inclusive >= own > 0
+
+
 def test_bench_libcachesim_comparison_matches():
     pytest.importorskip("libcachesim")
     from tierlab import bench
