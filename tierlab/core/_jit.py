@@ -9,7 +9,8 @@
 - `jit` kernels are compiled without numba's CPython and C wrappers: those unbox every array of
   SimState and cost a third of a kernel's compile time, for a call from Python that only the
   entry points (`jit_entry`: engine.run, take_sample, the workload and trace fillers) get. A `jit`
-  kernel called from Python (a test, a notebook) runs a twin compiled with the wrappers.
+  kernel called from Python (a test, a notebook) runs a twin compiled with the wrappers (cached
+  under its own name).
 - one specialisation per kernel: a call from compiled code passes constants as plain int64/bool
   and narrow signed integers widened to int64 (see `_one_signature`).
 - `jit_inline` leaves are inlined by LLVM (`forceinline`: its alwaysinline attribute), not by
@@ -27,6 +28,7 @@
 import hashlib
 import os
 from pathlib import Path
+from types import FunctionType
 
 import llvmlite.binding as llvm
 from numba import config, njit, types
@@ -174,13 +176,24 @@ def _one_signature(disp):
 class Kernel(CPUDispatcher):
     """A dispatcher whose compiled code has no CPython wrapper (calling it from Python directly
     would jump through a null pointer): a call from Python goes to a twin with the wrappers,
-    compiled on first use and not cached (the cache index does not tell the two apart)."""
+    compiled on first use and cached under its own name (`_twin_function`: numba's cache index is
+    named by the function's qualname and does not tell a kernel's two builds apart)."""
 
     def __call__(self, *args, **kws):
         twin = self.__dict__.get("_twin")
         if twin is None:
-            twin = self._twin = njit(**OPTIONS)(self.py_func)
+            twin = self._twin = njit(cache=True, **OPTIONS)(_twin_function(self.py_func))
         return twin(*args, **kws)
+
+
+def _twin_function(fn):
+    """`fn` (same code, globals, defaults) under the qualname `<qualname>_twin`."""
+    twin = FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    twin.__qualname__ = f"{fn.__qualname__}_twin"
+    twin.__module__ = fn.__module__
+    twin.__kwdefaults__ = fn.__kwdefaults__
+    twin.__doc__ = fn.__doc__
+    return twin
 
 
 def jit(fn):
