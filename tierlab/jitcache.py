@@ -38,20 +38,14 @@ def say_if_compiling(file=None) -> bool:
 
 
 def engine_kernels() -> list:
-    """Every numba dispatcher the engine's modules define (tierlab.core, without the reference
-    cache models): what a cold start may compile."""
-    import importlib
-    import pkgutil
-
+    """Every numba dispatcher that tierlab's loaded modules define (the engine, the workloads'
+    fillers, the trace kernels; not the reference cache models): at most what a first run compiles."""
     from numba.core.dispatcher import Dispatcher
-
-    from . import core
     found = []
-    for m in pkgutil.iter_modules(core.__path__):
-        if m.name.startswith("_") or m.name == "reference":
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("tierlab.") or name == "tierlab.core.reference" or mod is None:
             continue
-        mod = importlib.import_module(f"{core.__name__}.{m.name}")
-        found += [v for v in vars(mod).values() if isinstance(v, Dispatcher) and v.__module__ == mod.__name__]
+        found += [v for v in vars(mod).values() if isinstance(v, Dispatcher) and v.__module__ == name]
     return found
 
 
@@ -74,7 +68,8 @@ class CompileProgress:
 
     def install(self) -> None:
         from tqdm import tqdm
-        total = sum(1 for d in engine_kernels() if not d.overloads)
+        total = sum(1 for d in engine_kernels() if not d.overloads)   # an upper bound: the workload's
+        # fillers are compiled, the other workloads' are not
         self.bar = tqdm(total=total, unit="kernel", file=self.file, desc="compiling", leave=False,
                         dynamic_ncols=True, mininterval=0.5 if self.file.isatty() else 15.0)
         listener = _Listener(self)
@@ -89,6 +84,8 @@ class CompileProgress:
         if self.bar is None:
             return
         self.done += 1
+        if self.done > self.bar.total:        # a kernel compiled for a second signature
+            self.bar.total = self.done
         self.bar.update(1)
         if kernel_name(dispatcher) == "engine.run":
             self.bar.close()
