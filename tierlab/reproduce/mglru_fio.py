@@ -216,13 +216,15 @@ class Slices:
 
 
 def fit_costs(h: float, a: float, deact_per_steal: float, xa_wait_per_steal: float,
-              before_GBps: float = 2.1, profile: pd.DataFrame | None = None) -> dict:
+              profile: pd.DataFrame | None = None) -> dict:
     """Per-call costs of the reader's kernel functions from the seed's mainline io_uring profile
     (shares, % of the reader's CPU after the fill) at the model's after-fill hit ratio h and
-    activations per I/O a, scaled so that an all-miss I/O costs 4096 / before_GBps ns. kswapd's
-    reclaim_free_ns from the seed's __remove_mapping : shrink_active_list ratio given the model's
-    deactivations and xa_lock wait per reclaimed page. See the module docstring."""
+    activations per I/O a, scaled so that an all-miss I/O costs 4096 / the seed's before-fill GB/s
+    ns. kswapd's reclaim_free_ns from the seed's __remove_mapping : shrink_active_list ratio given
+    the model's deactivations and xa_lock wait per reclaimed page. The seed's numbers come from
+    data/ (mglru_fio.csv, mglru_fio_profile.csv). See the module docstring."""
     pr = (profile if profile is not None else published("mglru_fio_profile.csv")).set_index("function").pct
+    main = published("mglru_fio.csv").query("experiment == @E_MAIN").set_index("metric").published
     lookup = pr["xas_load"] + pr["filemap_get_read_batch"] + pr["xas_start"]
     per_miss = {"pagecache_insert_ns": pr["__add_to_page_cache_locked"], "zero_page_ns": pr["clear_page_erms"],
                 "page_alloc_ns": pr["get_page_from_freelist"], "bio_ns": pr["page_cache_ra_unbounded"]}
@@ -236,12 +238,12 @@ def fit_costs(h: float, a: float, deact_per_steal: float, xa_wait_per_steal: flo
     unit["activate_ns"] = pr["__activate_page"] / a if a > 0 else 0.0
     # an all-miss I/O: every per-I/O and per-miss call, two lookups, no activation, no lock wait
     miss_units = sum(per_io.values()) + 2 * unit["pagecache_lookup_ns"] + sum(unit[k] for k in per_miss)
-    t_before = 4096.0 / before_GBps
+    t_before = 4096.0 / main["before_fill_GBps"]
     t_after = t_before * 100.0 / miss_units
     c = {k: v * t_after / 100.0 for k, v in unit.items()}
     copy = c.pop("copy")
     c["seq_4k_ns"] = copy - 100.0       # the machine's rand_line_ns is charged as the stream break
-    ratio = 57.65 / 6.53
+    ratio = main["remove_mapping_pct_kswapd"] / main["shrink_active_list_pct_kswapd"]
     c["reclaim_free_ns"] = max(0.0, ratio * COSTS["reclaim_scan_ns"][0] * deact_per_steal - xa_wait_per_steal)
     c["t_after_profile_ns"] = t_after
     return c
@@ -281,7 +283,9 @@ def has_lru_gen() -> bool:
 @register("mglru-fio",
           "seed 003: fio/io_uring random 4 KiB buffered reads of a 400 GB file on 200 GB, classic LRU (and MGLRU "
           "when the lru_gen knob exists): throughput before/after the fill, kswapd CPU, activations, profile; "
-          "file/memory ratio sweep", default_scale=1024.0)
+          "file/memory ratio sweep", default_scale=1024.0,
+          data=("mglru_fio.csv",), quick={"scale": 4096.0, "sweep": False},
+          fitted=lambda e, m: tuple(SEED003_COSTS))
 def reproduce(scale: float = 1024.0, progress: bool = False, jobs: int | None = None, sweep: bool = True):
     pub = published("mglru_fio.csv")
     sim = {}
