@@ -1,10 +1,12 @@
-"""Shared pytest configuration: hypothesis profiles.
+"""Shared pytest configuration: hypothesis profiles, and the reproductions at the test scale (one
+run per session, shared by their tests and the fidelity ratchet).
 
 `ci` (the default) is derandomized with few examples so the suite is fast and reproducible;
 `dev` explores more (HYPOTHESIS_PROFILE=dev pytest tests/test_properties.py).
 """
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -16,3 +18,19 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+_REPRODUCTIONS: dict = {}
+
+
+@pytest.fixture(scope="session")
+def reproduction():
+    """A reproduction's table at the test scale (Reproduction.quick, tests/fidelity.py), run once per
+    session whichever tests ask for it: the reproductions' own tests and the fidelity ratchet."""
+    import fidelity
+
+    def get(name):
+        if name not in _REPRODUCTIONS:
+            _REPRODUCTIONS[name] = fidelity.quick_table(name)
+        return _REPRODUCTIONS[name]
+    return get

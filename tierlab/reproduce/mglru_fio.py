@@ -23,10 +23,23 @@ before-fill 2.1 GB/s gives (1.95 us). The profile's unlisted 35.6 % (the top 11 
 mark_page_accessed are all it gives) is charged per I/O (syscall_ns: io_uring's request issue and
 completion); page_cache_ra_unbounded per miss (bio_ns). kswapd: reclaim_free_ns (__remove_mapping)
 is fitted so that __remove_mapping : shrink_active_list is the seed's 57.65 : 6.53 with
-reclaim_scan_ns at its default. The constants live in core/costs.py SEED003_COSTS. Lock waits
+reclaim_scan_ns at its default. The constants live in core/costs.py SEED003_COSTS (fitted once,
+fit()); every run checks them: attrs['refit_step'] is one step of the fit from this run's own
+after-fill figures and attrs['refit_drift'] how far each cost has moved since (the scoreboard
+marks a calibrated row outside its tolerance `stale`). Lock waits
 (the lru lock, the mapping's xa_lock) are not fitted: they come out of core/locks.py.
 
 Predicted: the after-fill throughput, the lru lock's share, kswapd's CPU share, and every MGLRU figure.
+
+The headline the model does not reproduce (the scoreboard's after_fill_GBps row, docs/fidelity.md;
+it was test_fio.py's strict xfail): the model's one reader gets faster after the fill, the seed's
+drops. The reader is CPU-bound, half the reads now hit and a hit costs about half a miss; the
+contention the seed blames is there but small. The seed's own numbers say why a constant-cost model
+cannot drop: its profile's shares and the before-fill GB/s give per-call costs whose after-fill sum
+at hit ratio 0.5 is ~2.66 GB/s; the seed's 1.55 needs every I/O ~1.7x that, i.e. the listed
+functions themselves getting slower under reclaim (cache-line and lock-word transfers between the
+reader's and kswapd's CPUs, which core/locks.py folds into fixed hold times). The model drops only
+when reclaim moves into the readers (fill_drop with 16 readers).
 At --scale F the machine and the file are F times smaller and so is time (docs/scaling.md):
 throughput is bytes per simulated second, unchanged; slice times are full-size seconds / F.
 """
@@ -254,14 +267,19 @@ def fit(scale: float = 1024.0, iters: int = 2, costs: dict | None = None) -> dic
     h = 0.5, a = 0.25, one deactivation per reclaimed page)."""
     c = dict(costs or SEED003_COSTS or fit_costs(0.5, 0.25, 1.0, 0.0))
     for _ in range(iters):
-        run = Slices(scale, costs={k: v for k, v in c.items() if k in COSTS}, seq_4k_ns=c.get("seq_4k_ns")).run()
-        af = run.after()
-        dc = af["counters"]
-        steal = max(1, dc["pgsteal_kswapd"])
-        xa = af["profile"]["kswapd"]["spin(xa_lock)"] / 100.0 * (af["kswapd_cpu_share"] * af["seconds"] * 1e9
-                                                                 / scale) / steal
-        c = fit_costs(af["hit_ratio"], af["activations_per_io"], dc["pgdeactivate"] / steal, xa)
+        c = refit(Slices(scale, costs={k: v for k, v in c.items() if k in COSTS}, seq_4k_ns=c.get("seq_4k_ns")).run())
     return c
+
+
+def refit(run: Slices) -> dict:
+    """One step of fit(): fit_costs at the after-fill figures of a mainline run (hit ratio,
+    activations per I/O, kswapd's deactivations and xa_lock wait per reclaimed page)."""
+    af = run.after()
+    dc = af["counters"]
+    steal = max(1, dc["pgsteal_kswapd"])
+    xa = af["profile"]["kswapd"]["spin(xa_lock)"] / 100.0 * (af["kswapd_cpu_share"] * af["seconds"] * 1e9
+                                                             / run.scale) / steal
+    return fit_costs(af["hit_ratio"], af["activations_per_io"], dc["pgdeactivate"] / steal, xa)
 
 
 def _metrics(run: Slices) -> dict:
@@ -291,9 +309,15 @@ def reproduce(scale: float = 1024.0, progress: bool = False, jobs: int | None = 
     sim = {}
     cal = {(E_MAIN, m) for m in ("before_fill_GBps", "mark_page_accessed_pct", "activate_page_pct",
                                  "shrink_active_list_pct_kswapd", "remove_mapping_pct_kswapd")}
-    main = _metrics(Slices(scale).run())
+    main_run = Slices(scale).run()
+    main = _metrics(main_run)
     sim |= {(E_MAIN, k): v for k, v in main.items() if not k.startswith("_")}
-    out_attrs = {"mainline": {k.lstrip("_"): v for k, v in main.items()}}
+    # the calibration checked on this run: SEED003_COSTS were fitted once (fit()); what one step of
+    # the fit gives from today's model, and how far each cost has moved (no extra simulation)
+    step = refit(main_run)
+    out_attrs = {"mainline": {k.lstrip("_"): v for k, v in main.items()},
+                 "refit_step": {k: step[k] for k in SEED003_COSTS},
+                 "refit_drift": {k: step[k] / v - 1 if v else float("nan") for k, v in SEED003_COSTS.items()}}
     if has_lru_gen():
         mg = _metrics(Slices(scale, lru_gen=7).run())      # CONFIG_LRU_GEN_ENABLED=y (the seed)
         sim |= {(E_MGLRU, k): v for k, v in mg.items() if not k.startswith("_")}

@@ -13,7 +13,8 @@ One row per row of each reproduction's data/*.csv (and per change row a reproduc
   longer holds, or never held for a row equal to a calibration by construction); `wrong direction`
   when a change has the other sign, or when the row moves the other way from the row named in
   `versus` than the seed's does; `not reproduced`; `missing` when the model gave no number;
-- the fitted numbers it depends on (Reproduction.fitted) and the command that gives it.
+- the fitted numbers it depends on (Reproduction.fitted, separated by '; ') and the command that
+  gives it.
 
 `python -m tierlab reproduce --all --score [--quick]` writes it (data/fidelity.csv, docs/fidelity.md);
 tests/fidelity.py keeps the test-scale scoreboard (tests/data/fidelity_quick.csv) as a ratchet.
@@ -122,7 +123,7 @@ def score_table(rep, df: pd.DataFrame, command: str, tol: pd.DataFrame | None = 
         rows.append({"seed": _seed(rep.name), "reproduction": rep.name, "experiment": r.experiment,
                      "metric": r.metric, "published": p, "model": m, "error": err, "error_unit": unit, "role": role,
                      "tolerance": tv, "tolerance_kind": kind, "tolerance_reason": t.tolerance_reason,
-                     "status": status, "fitted": " ".join(rep.fitted(*key)) if role != "not reproduced" else "",
+                     "status": status, "fitted": "; ".join(rep.fitted(*key)) if role != "not reproduced" else "",
                      "command": command})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -159,7 +160,7 @@ def run_all(quick: bool = False, names: list[str] | None = None, jobs: int | Non
     if unknown:
         raise ConfigError(f"unknown reproduction {', '.join(unknown)}; accepted: {', '.join(sorted(reps))}")
     tol = tolerances()
-    parts = []
+    parts, drift = [], {}
     for name in names or sorted(reps):
         rep = reps[name]
         kw = dict(rep.quick) if quick else {}
@@ -168,13 +169,17 @@ def run_all(quick: bool = False, names: list[str] | None = None, jobs: int | Non
         print(f"scoreboard: {name} ...", file=sys.stderr, flush=True)
         df = run_reproduction(name, progress=progress, **kw)
         parts.append(score_table(rep, df, command_of(rep, quick), tol))
-    return pd.concat(parts, ignore_index=True)
+        if "refit_drift" in df.attrs:
+            drift[name] = df.attrs["refit_drift"]
+    board = pd.concat(parts, ignore_index=True)
+    board.attrs["refit_drift"] = drift      # a calibration checked on the run (mglru_fio.refit)
+    return board
 
 
 def summary(board: pd.DataFrame) -> pd.DataFrame:
     """Per seed and overall: rows, fitted numbers, and per status and role the counts that matter."""
     def one(d):
-        fitted = {f for s in d.fitted for f in s.split()}
+        fitted = set(fitted_names(d))
         pred = d[d.role == "predicted"]
         return pd.Series({
             "rows": len(d), "fitted": len(fitted), "calibrated": int((d.role == "calibrated").sum()),
@@ -209,8 +214,13 @@ def to_markdown(board: pd.DataFrame, command: str, when: str | None = None) -> s
         _md_table(s.reset_index(names="reproduction")), ""]
     for name, d in board.groupby("reproduction", sort=False):
         lines += [f"## {name}", "", f"{d.seed.iloc[0]}. Command: `{d.command.iloc[0]}`.", ""]
-        fitted = sorted({f for x in d.fitted for f in x.split()})
+        fitted = fitted_names(d)
         lines += [f"Fitted ({len(fitted)}): {', '.join(f'`{f}`' for f in fitted) or 'none'}.", ""]
+        drift = board.attrs.get("refit_drift", {}).get(name)
+        if drift:
+            lines += ["The fitted costs checked on this run (one step of the fit from its own after-fill "
+                      "figures, against the committed values): " + ", ".join(f"`{k}` {v:+.0%}" for k, v in drift.items())
+                      + ".", ""]
         view = d.assign(published=d.published.map(_num), model=d.model.map(_num),
                         error=[_err(e, u) for e, u in zip(d.error, d.error_unit)],
                         tolerance=[_tol(v, k, e, m) for v, k, e, m in zip(d.tolerance, d.tolerance_kind,
@@ -218,6 +228,11 @@ def to_markdown(board: pd.DataFrame, command: str, when: str | None = None) -> s
         lines += [_md_table(view[["experiment", "metric", "published", "model", "error", "role", "status",
                                   "tolerance", "tolerance_reason"]]), ""]
     return "\n".join(lines)
+
+
+def fitted_names(board: pd.DataFrame) -> list[str]:
+    """The fitted numbers the rows depend on (the `fitted` column: names separated by '; ')."""
+    return sorted({f.strip() for x in board.fitted.fillna("") for f in x.split(";") if f.strip()})
 
 
 def _num(x: float) -> str:
