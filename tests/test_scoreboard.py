@@ -100,3 +100,17 @@ def test_an_unknown_tolerance_class_stops_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "DATA_DIR", tmp_path)
     with pytest.raises(ConfigError, match="vibes.*accepted: seed, time"):
         tolerances()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["reproduce"], "NAME or --all"),
+    (["reproduce", "mglru-fio", "--all", "--score"], "not both"),
+    (["reproduce", "--all"], "--all only with --score"),
+    (["reproduce", "mglru-fio", "--quick"], "--quick only with --score"),
+    (["reproduce", "--all", "--score", "--scale", "4"], "--scale not accepted"),
+    (["reproduce", "nope", "--score"], "unknown reproduction 'nope'; accepted: anon-folio-order"),
+])
+def test_bad_scoreboard_flags_stop_naming_them(argv, says, capsys):
+    from tierlab.cli import main
+    assert main(argv) == 2
+    assert says in capsys.readouterr().err
