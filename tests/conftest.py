@@ -1,10 +1,12 @@
-"""Shared pytest configuration: hypothesis profiles.
+"""Shared pytest configuration: hypothesis profiles, and the reproductions at the test scale (one
+run per session, shared by their tests and the fidelity ratchet).
 
 `ci` (the default) is derandomized with few examples so the suite is fast and reproducible;
 `dev` explores more (HYPOTHESIS_PROFILE=dev pytest tests/test_properties.py).
 """
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -18,6 +20,22 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+_REPRODUCTIONS: dict = {}
+
+
+@pytest.fixture(scope="session")
+def reproduction():
+    """A reproduction's table at the test scale (Reproduction.quick, tests/fidelity.py), run once per
+    session whichever tests ask for it: the reproductions' own tests and the fidelity ratchet."""
+    import fidelity
+
+    def get(name):
+        if name not in _REPRODUCTIONS:
+            _REPRODUCTIONS[name] = fidelity.quick_table(name)
+        return _REPRODUCTIONS[name]
+    return get
+
+
 # Test tiers. `make test` (the README's command, what CI runs) runs everything but `slow`;
 # `make test-fast` also leaves out `long`: the modules below, which run whole reproductions,
 # notebooks, the QEMU guest or subprocesses (each minutes of the suite); `make test-all` adds `slow`
@@ -25,11 +43,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 LONG_MODULES = {
     "test_notebooks", "test_oracle", "test_reproduce", "test_reproduce_anon_folio", "test_reproduce_hint_fault",
     "test_reproduce_migrc", "test_fio", "test_memtier", "test_xsbench", "test_sweep", "test_nojit", "test_scaling",
+    "test_fidelity",
 }
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
     for item in items:
         if item.module.__name__.rsplit(".", 1)[-1] in LONG_MODULES:
             item.add_marker(pytest.mark.long)

@@ -156,7 +156,8 @@ def test_many_readers_drop_the_throughput_when_reclaim_moves_into_them():
     tree lock and the number of tasks trying to obtain it"), and the behaviour of Jens Axboe's
     RWF_DONTCACHE motivation (buffered reads of 32 drives drop from ~150 to ~95 GB/s once the page
     cache is full, with kswapds at 100 % CPU). With 4 readers reclaim keeps up and the half of the
-    reads that now hit makes the run faster, not slower: see the xfail below for one reader."""
+    reads that now hit makes the run faster, not slower; for one reader see the scoreboard's
+    mglru-fio-mainline after_fill_GBps row (docs/fidelity.md) and reproduce/mglru_fio.py."""
     from tierlab.reproduce.mglru_fio import fill_drop
     many, four = fill_drop(16), fill_drop(4, runtime_ms=200)
     assert many["after_GBps"] < 0.85 * many["before_GBps"]
@@ -212,21 +213,3 @@ def test_seed003_setting_is_cpu_bound_with_kswapd_on_its_own_cpu(seed003):
     assert after["activations_per_io"] > 0.15
     assert after["counters"]["pgdeactivate"] > 0.5 * after["counters"]["pgactivate"]
     assert 0.45 < after["hit_ratio"] < 0.55                            # uniform reads, memory / file = 0.5
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "open finding (seed 003 setting, SEED003_COSTS, reproduce mglru-fio): the model's throughput RISES "
-    "after the fill, 2.15 -> 2.74 GB/s at scale 1024 (seed: 2.1 -> 1.5-1.6). The reader is CPU-bound "
-    "(one io_uring job, iodepth 128), half the reads now hit (hit ratio 0.50) and a hit costs ~1.0 us "
-    "against ~1.95 us for a miss; the contention the seed blames is there but small: lru_lock waits are "
-    "0.07 % of the reader (seed 2.98 %), xa_lock 0.09 %, with 0.29 activations per I/O and kswapd at 39 % "
-    "of its own CPU. The seed's own numbers say why a constant-cost model cannot drop: its mainline "
-    "profile's shares and the before-fill 2.1 GB/s give per-call costs whose after-fill sum is 1.54 us "
-    "per I/O (2.66 GB/s) at hit ratio 0.5; 1.55 GB/s needs every I/O ~1.7x that, i.e. the listed "
-    "functions themselves (xas_load, __add_to_page_cache_locked, clear_page) getting slower under "
-    "reclaim: cache-line and lock-word transfers between the reader's and kswapd's CPUs, which "
-    "locks.py folds into fixed hold times that only cost when the calendar is full. The model drops "
-    "only when reclaim moves into the readers (test_many_readers_drop_the_throughput_when_reclaim_moves_into_them)."))
-def test_page_cache_fill_drops_the_throughput(seed003):
-    run, before, after = seed003
-    assert after["GBps"] < before["GBps"]

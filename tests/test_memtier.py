@@ -164,20 +164,23 @@ def test_cpu_work_and_page_stores_same_on_both_paths():
     assert s["ops"] == 1600 and s["Ops/sec"] > 0
 
 
-def test_reproduction_small_scale():
-    # a tenth of the seed's requests at scale 128 (seconds): the table's shape, the calibration, and
-    # the rows that follow from the model's own arithmetic (the keys set so far, the RESP bytes)
-    from tierlab.reproduce import run_reproduction
-    df = run_reproduction("hint-fault-memtier", scale=128, jobs=1, requests=2500)
+def test_reproduction_small_scale(reproduction):
+    # a tenth of the seed's requests at scale 128 (seconds; Reproduction.quick): the table's shape
+    # and roles, and the rows that follow from the model's own arithmetic (the keys set so far, the
+    # RESP bytes); how close each row is to the seed is the scoreboard's (tests/test_fidelity.py)
+    from tierlab.reproduce import REPRODUCTIONS
+    df = reproduction("hint-fault-memtier")
+    scale = REPRODUCTIONS["hint-fault-memtier"].quick["scale"]
     row = {(r.experiment.rsplit("-", 1)[1], r.metric): r for r in df.itertuples()}
     assert len(row) == 32
     assert row[("default", "ops_per_sec")].role == "calibrated"
-    assert abs(row[("default", "ops_per_sec")].rel_error) < 0.01
-    assert all(r.role == "predicted" for k, r in row.items() if k != ("default", "ops_per_sec"))
-    keys = 10_000_001 / 128
+    split = {"hits_per_sec", "misses_per_sec", "kb_per_sec"}
+    assert all(r.role == ("derived" if k[1] in split else "predicted") for k, r in row.items()
+               if k != ("default", "ops_per_sec"))
+    keys = 10_000_001 / scale
     for col in ("default", "patched"):
         sim = {m: row[(col, m)].simulated for c, m in row if c == col}
-        sets = sim["ops_per_sec"] / 2 * df.attrs[f"duration_s_{col}"] / 128
+        sets = sim["ops_per_sec"] / 2 * df.attrs[f"duration_s_{col}"] / scale
         miss = sim["misses_per_sec"] / (sim["ops_per_sec"] / 2)
         assert miss == pytest.approx(keys / sets * (1 - np.exp(-sets / keys)), rel=0.05)
         kb = (sim["ops_per_sec"] / 2 * 20045 + sim["hits_per_sec"] * (20010 + 34) + sim["misses_per_sec"] * 39) / 1024
@@ -189,8 +192,8 @@ def test_reproduction_small_scale():
 
 @pytest.mark.slow
 def test_reproduction_holds_at_two_scales():
-    # the full run at scales 64 and 128: the predicted rows agree, and the rows the model is meant
-    # to get (throughput-derived rates, demotion) are near the seed's
+    # the full run at scales 64 and 128: the predicted rows agree (how near the seed's they are is
+    # the scoreboard's)
     from tierlab.reproduce import run_reproduction
     a, b = (run_reproduction("hint-fault-memtier", scale=f, jobs=1) for f in (64, 128))
     for x, y in zip(a.itertuples(), b.itertuples()):
@@ -199,8 +202,3 @@ def test_reproduction_holds_at_two_scales():
             assert y.simulated == pytest.approx(x.simulated, rel=0.05), x.metric
         if x.metric in ("pgpromote_success", "pgdemote_kswapd"):
             assert y.simulated == pytest.approx(x.simulated, rel=0.25), x.metric     # 64: 13.6 M, 128: 11.2 M demoted
-    for df in (a, b):
-        row = {(r.experiment.rsplit("-", 1)[1], r.metric): r for r in df.itertuples()}
-        for col in ("default", "patched"):
-            assert abs(row[(col, "kb_per_sec")].rel_error) < 0.05
-            assert abs(row[(col, "hits_per_sec")].rel_error) < 0.1

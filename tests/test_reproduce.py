@@ -6,12 +6,12 @@ import pytest
 
 from tierlab.cli import main
 from tierlab.errors import ConfigError
-from tierlab.reproduce import COLUMNS, list_reproductions, published, run_reproduction
+from tierlab.reproduce import COLUMNS, REPRODUCTIONS, list_reproductions, published, run_reproduction
 
 
 @pytest.fixture(scope="module")
-def seed000():
-    return run_reproduction("pagecache-promotion-128g", scale=64, steady_cycles=2, cycles=12)
+def seed000(reproduction):
+    return reproduction("pagecache-promotion-128g")
 
 
 def test_registry_lists_seed000():
@@ -103,7 +103,7 @@ def test_frames_from_the_buddy_leave_the_seed000_table_as_it_is(seed000):
     buddy allocator, so the physical adjacency the list-order variants depend on comes from real
     frames: the page cache of a sequential read on a fresh machine gets ascending, adjacent frames,
     and the table is the counting allocator's, value for value."""
-    buddy = run_reproduction("pagecache-promotion-128g", scale=64, steady_cycles=2, cycles=12,
-                             page_alloc_model="buddy")
+    buddy = run_reproduction("pagecache-promotion-128g", page_alloc_model="buddy",
+                             **REPRODUCTIONS["pagecache-promotion-128g"].quick)
     assert buddy.attrs["page_alloc_model"] == "buddy"
     pd.testing.assert_frame_equal(buddy, seed000)

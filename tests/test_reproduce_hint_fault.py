@@ -1,20 +1,19 @@
-"""The seed 002 microbenchmark reproduction at a small scale: the table's shape and roles, the
-calibration of the default score, the rows the model predicts closely, the RFC's headline (fault-count
-latency promotes several times more and rejects far fewer on the large footprint, and runs faster),
-and that two scales give the same table. Tolerances are what the model meets at these scales (the
-full-size figures are in the reproduction's report)."""
+"""The seed 002 microbenchmark reproduction at a small scale: the table's shape and roles, one
+decision call per hint fault, and that two scales give the same table. How close each row is to the
+seed, and whether the RFC's headline holds (the patched column promotes more, rejects fewer and runs
+faster), is the fidelity scoreboard's (tests/test_fidelity.py, data/tolerances.csv)."""
 import pytest
 
 from tierlab.machine import Machine
-from tierlab.reproduce import COLUMNS, published, run_reproduction
+from tierlab.reproduce import COLUMNS, REPRODUCTIONS, published
 from tierlab.reproduce.hint_fault import E, run_column, with_loads_in_flight
 
-SCALE = 128
+SCALE = REPRODUCTIONS[E].quick["scale"]
 
 
 @pytest.fixture(scope="module")
-def table():
-    return run_reproduction("hint-fault-microbench", scale=SCALE, jobs=1)
+def table(reproduction):
+    return reproduction(E)
 
 
 def _v(df, col):
@@ -34,30 +33,15 @@ def test_table_shape_roles_and_calibration(table):
     assert list(table.columns) == COLUMNS
     cal = table[table.role == "calibrated"]
     assert list(cal.metric) == ["score_us"] and (cal.experiment == f"{E}-default").all()
-    assert abs(float(cal.rel_error.iloc[0])) < 0.03
+    assert set(table[table.role == "derived"].metric) == {"numa_should_migrate_calls"}
     assert len(table) == len(published("hint_fault_microbench.csv"))
 
 
-def test_default_column_predictions(table):
-    sim, pub = _v(table, "default")
-    for k in ("numa_pte_updates", "numa_hint_faults", "numa_should_migrate_calls"):
-        assert sim[k] == pytest.approx(pub[k], rel=0.1), k
-    assert sim["numa_latency_rejects"] == pytest.approx(pub["numa_latency_rejects"], rel=0.25)
-    assert sim["numa_hint_faults_local"] == 0 and sim["pgdemote_direct"] == 0
-    # the seed's samples: thresholds stepped from 1125 to 2000 ms, latencies up to ~630 s
-    assert sim["threshold_sample_min_ms"] == 1125 and sim["threshold_sample_max_ms"] == 2000
-    assert 400_000 < sim["latency_sample_max_ms"] < 700_000
-    assert 5 < sim["cxl_pass_ms"] < 20
-
-
-def test_fault_count_latency_promotes_more_and_rejects_less(table):
-    d, _ = _v(table, "default")
-    p, _ = _v(table, "patched")
-    assert p["pgpromote_success"] > 2.5 * d["pgpromote_success"]
-    assert p["numa_latency_rejects"] < 0.5 * d["numa_latency_rejects"]
-    assert p["score_us"] < 0.95 * d["score_us"]
-    assert p["numa_should_migrate_calls"] == p["numa_hint_faults"]
-    assert p["pgdemote_kswapd"] > d["pgdemote_kswapd"]
+def test_one_decision_call_per_hint_fault(table):
+    """should_numa_migrate_memory() runs once per hint fault in both kernels (hence role derived)."""
+    for col in ("default", "patched"):
+        sim, _ = _v(table, col)
+        assert sim["numa_should_migrate_calls"] == sim["numa_hint_faults"] > 0
 
 
 def test_two_scales_agree(table):

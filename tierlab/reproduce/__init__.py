@@ -3,9 +3,12 @@ compare with the published numbers.
 
 A reproduction returns a DataFrame with columns
     experiment, metric, published, simulated, rel_error, role
-where role is `calibrated` (a cost parameter was fitted to this number) or `predicted` (never used
-in fitting). Published numbers live in data/*.csv with their source and appear only in the
-`published` column. Register a reproduction with `@register(name, description)`.
+where role is `calibrated` (a cost parameter was fitted to this number, or the row equals a fitted
+one by construction), `derived` (the fit's arithmetic: a fitted number times a model quantity, or
+another row restated), `reported` (given for the record, not claimed) or `predicted` (the model's
+claim). Published numbers live in data/*.csv with their source and appear only in the `published`
+column. Register a reproduction with `@register(name, description, data=..., quick=..., fitted=...)`;
+scoreboard.py scores every published row of `data` against the table.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import numbers
 import os
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -26,20 +29,32 @@ DATA_DIR = Path(os.environ.get("TIERLAB_DATA", Path(__file__).resolve().parents[
 COLUMNS = ["experiment", "metric", "published", "simulated", "rel_error", "role"]
 
 
+def _no_fit(experiment: str, metric: str) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Reproduction:
+    """`data`: the data/*.csv files of its published rows; `quick`: the keyword arguments of its
+    test-scale run (the suite's and `reproduce --score --quick`'s); `fitted(experiment, metric)`:
+    the names of the fitted numbers a row depends on."""
     name: str
     description: str
     run: Callable[..., pd.DataFrame]
     default_scale: float = 1.0
+    data: tuple[str, ...] = ()
+    quick: dict = field(default_factory=dict)
+    fitted: Callable[[str, str], tuple[str, ...]] = _no_fit
 
 
 REPRODUCTIONS: dict[str, Reproduction] = {}
 
 
-def register(name: str, description: str, default_scale: float = 1.0):
+def register(name: str, description: str, default_scale: float = 1.0, *, data: tuple[str, ...] = (),
+             quick: dict | None = None, fitted: Callable[[str, str], tuple[str, ...]] = _no_fit):
     def deco(fn):
-        REPRODUCTIONS[name] = Reproduction(name, description, fn, default_scale)
+        REPRODUCTIONS[name] = Reproduction(name, description, fn, default_scale, tuple(data), dict(quick or {}),
+                                           fitted)
         return fn
     return deco
 
@@ -51,11 +66,13 @@ def published(csv_name: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def table(pub: pd.DataFrame, simulated: dict, calibrated: set, reported: set = frozenset()) -> pd.DataFrame:
-    """Join published numbers with simulated ones: {(experiment, metric): value}. Roles:
-    `calibrated` (a cost or share was fitted to make it match), `reported` (a number the model
-    derives for the record but does not claim, e.g. one carried over from a prediction by a
-    calibrated ratio), `predicted` (everything else: the model's claim, with its error)."""
+def table(pub: pd.DataFrame, simulated: dict, calibrated: set, reported: set = frozenset(),
+          derived: set = frozenset()) -> pd.DataFrame:
+    """Join published numbers with simulated ones: {(experiment, metric): value}. Roles, first
+    match: `calibrated` (a cost or share was fitted to make it match, or the row equals such a row
+    by construction), `derived` (a fitted number times a model quantity, or another row restated),
+    `reported` (a number the model gives for the record but does not claim), `predicted`
+    (everything else: the model's claim, with its error)."""
     rows = []
     for r in pub.itertuples():
         key = (r.experiment, r.metric)
@@ -65,7 +82,8 @@ def table(pub: pd.DataFrame, simulated: dict, calibrated: set, reported: set = f
         rel = (sim - r.published) / r.published if r.published else float("nan")
         if abs(rel) < 1e-12:
             rel = 0.0       # a calibrated row's rounding
-        role = "calibrated" if key in calibrated else "reported" if key in reported else "predicted"
+        role = ("calibrated" if key in calibrated else "derived" if key in derived
+                else "reported" if key in reported else "predicted")
         rows.append((r.experiment, r.metric, float(r.published), sim, rel, role))
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -119,7 +137,16 @@ def add_reproduce_commands(subparsers) -> None:
                      "experiment, metric, published, simulated, rel_error, role (calibrated: a cost "
                      "was fitted to it; predicted: never used in fitting). Reproductions: " + names),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("name", metavar="NAME", help="a reproduction (tierlab list reproductions)")
+    r.add_argument("name", metavar="NAME", nargs="?", help="a reproduction (tierlab list reproductions)")
+    r.add_argument("--all", action="store_true", help="every reproduction (with --score)")
+    r.add_argument("--score", action="store_true",
+                   help="score the published rows against their declared tolerances (scoreboard.py); with "
+                        "--all write data/fidelity.csv and docs/fidelity.md and print the summary")
+    r.add_argument("--quick", action="store_true",
+                   help="with --score: run each reproduction at the test scale (Reproduction.quick); writes "
+                        "only the files given by --csv and --md")
+    r.add_argument("--csv", metavar="PATH", help="with --score: the scoreboard CSV (default with --all: data/fidelity.csv)")
+    r.add_argument("--md", metavar="PATH", help="with --score: the markdown (default with --all: docs/fidelity.md)")
     r.add_argument("--scale", type=float, default=None, metavar="F",
                    help="divide sizes by F to run small (results are normalised back where the "
                         "reproduction says so; default: the reproduction's own, full size for seed 000)")
@@ -143,9 +170,13 @@ def main_reproduce(args) -> int:
     if args.scale is not None:
         parse_scale(args.scale, "--scale")
     _load_all()
-    if args.name not in REPRODUCTIONS:
+    _check_flags(args)
+    if args.name is not None and args.name not in REPRODUCTIONS:
         raise ConfigError(f"unknown reproduction {args.name!r}; accepted: {', '.join(sorted(REPRODUCTIONS))}")
     say_if_compiling()
+    if args.score:
+        from .scoreboard import main_score
+        return main_score(args)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     df = run_reproduction(args.name, scale=args.scale, progress=show,
                           **({} if args.jobs is None else {"jobs": args.jobs}))
@@ -163,6 +194,25 @@ def main_reproduce(args) -> int:
     if args.figures:
         write_figures(args.name, df, args.figures)
     return 0
+
+
+def _check_flags(args) -> None:
+    """NAME or --all; --all, --quick, --csv and --md only with --score; --score takes no --scale,
+    --format or --figures (it runs each reproduction at its default or test scale)."""
+    if (args.name is None) == (not args.all):
+        raise ConfigError("reproduce: give a reproduction NAME or --all (with --score), not "
+                          + ("both" if args.all else "neither"))
+    if not args.score:
+        given = [f for f, on in (("--all", args.all), ("--quick", args.quick), ("--csv", args.csv), ("--md", args.md))
+                 if on]
+        if given:
+            raise ConfigError(f"reproduce: {', '.join(given)} only with --score")
+    else:
+        given = [f for f, on in (("--scale", args.scale is not None), ("--format", args.format != "table"),
+                                 ("--figures", args.figures)) if on]
+        if given:
+            raise ConfigError(f"reproduce --score: {', '.join(given)} not accepted; --score runs each reproduction "
+                              "at its default scale, or the test scale with --quick")
 
 
 def _print_attr(key, value, indent: str) -> None:

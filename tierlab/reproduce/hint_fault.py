@@ -117,7 +117,8 @@ def _patched(machine, scale, visits):
 
 @register(E, "seed 002: hot-chunks microbenchmark on bergamo-cxl, time-based (default) vs fault-count "
              "hint-fault latency with patch 2 (patched): score, NUMA/promotion/demotion counters, "
-             "decision calls and latency rejections", default_scale=16.0)
+             "decision calls and latency rejections", default_scale=16.0,
+          data=("hint_fault_microbench.csv",), quick={"scale": 128}, fitted=lambda e, m: ("k",))
 def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = None, visits: int = 192,
               calibrate_scale: float | None = None):
     """Calibrate k on the default column at `calibrate_scale` (default: the run's scale, or 16 for a
@@ -144,7 +145,9 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
         for key, v in vals.items():
             if key != "visit_s":
                 sim[(f"{E}-{col}", key)] = v
-    out = table(pub, sim, calibrated={(f"{E}-default", "score_us")})
+    # should_numa_migrate_memory() is called once per hint fault in the model: the calls restate the faults
+    out = table(pub, sim, calibrated={(f"{E}-default", "score_us")},
+                derived={(f"{E}-{col}", "numa_should_migrate_calls") for col in ("default", "patched")})
     out.attrs["loads_in_flight_k"] = k
     out.attrs["rand_line_ns"] = [nd.rand_line_ns for nd in m.nodes]
     out.attrs["scale"] = scale

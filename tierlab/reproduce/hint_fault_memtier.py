@@ -13,7 +13,7 @@ machine (the seed's runs start Redis empty: their miss rates agree).
 What is fitted and what is predicted:
 - calibrated: one number, the server's CPU work per command (`request_cpu_ns`), fitted so that the
   default column's Ops/sec matches (secant on the mean time per command, which is linear in it).
-- predicted: every other row of both columns. Hits/sec and Misses/sec follow from Ops/sec and the
+- derived: Hits/sec, Misses/sec and KB/sec of both columns: they follow from Ops/sec and the
   key process (a GET misses when no SET of its key came before it: with 128 M SETs over 10 M keys
   memtier's R:R gives ~7.8 % misses over the run; the seed shows 15.6 %, which no reading of
   memtier's key generator gives -- e.g. a Redis that stored only ~90 % of the keys would); KB/sec
@@ -21,6 +21,7 @@ What is fitted and what is predicted:
   (it drops latencies >= 2^20 us, so they describe only the commands answered within 1.05 s of
   their creation, the run's first rounds: indicative, nothing is fitted to them; p99 and p99.9 are
   bucket edges near 2^20 us). The NUMA, promotion and demotion counters come from the kernel model.
+- predicted: every other row of both columns (the patched Ops/sec, the latencies, the counters).
 
 At --scale F keys and connections are divided by F (workloads/memtier.py), counters are multiplied
 by F, rates need no correction, latencies are in full-size time. Valid while F <= 128 (a NUMA scan
@@ -95,7 +96,9 @@ def _patched(scale, cpu, kw):
 
 @register(E, "seed 002: Redis under memtier_benchmark (-t 512 -c 20 -n 25000 --ratio 1:1 -d 20000 "
              "--pipeline=1000) on bergamo-cxl, time-based (default) vs fault-count hint-fault latency with "
-             "patch 2 (patched): ops/s, hits, misses, latencies, KB/s and the NUMA counters", default_scale=16.0)
+             "patch 2 (patched): ops/s, hits, misses, latencies, KB/s and the NUMA counters", default_scale=16.0,
+          data=("hint_fault_memtier.csv",), quick={"scale": 128, "requests": 2500},
+          fitted=lambda e, m: ("request_cpu_ns",))
 def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = None,
               calibrate_scale: float | None = None, **kw):
     """Calibrate request_cpu_ns on the default column at `calibrate_scale` (default: the run's scale,
@@ -119,7 +122,10 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     for col, vals in (("default", default), ("patched", patched)):
         for key, v in vals.items():
             sim[(f"{E}-{col}", key)] = v
-    out = table(pub, sim, calibrated={(f"{E}-default", "ops_per_sec")})
+    # hits, misses and KB/s are the column's Ops/s split by the key process and the RESP bytes
+    out = table(pub, sim, calibrated={(f"{E}-default", "ops_per_sec")},
+                derived={(f"{E}-{col}", m) for col in ("default", "patched")
+                         for m in ("hits_per_sec", "misses_per_sec", "kb_per_sec")})
     out.attrs["request_cpu_ns"] = cpu
     out.attrs["scale"] = scale
     out.attrs["calibrate_scale"] = cal_scale

@@ -23,10 +23,24 @@ before-fill 2.1 GB/s gives (1.95 us). The profile's unlisted 35.6 % (the top 11 
 mark_page_accessed are all it gives) is charged per I/O (syscall_ns: io_uring's request issue and
 completion); page_cache_ra_unbounded per miss (bio_ns). kswapd: reclaim_free_ns (__remove_mapping)
 is fitted so that __remove_mapping : shrink_active_list is the seed's 57.65 : 6.53 with
-reclaim_scan_ns at its default. The constants live in core/costs.py SEED003_COSTS. Lock waits
+reclaim_scan_ns at its default: the ratio of the two kswapd rows is fitted, their level (the share
+of kswapd's time the rest of its work leaves them) is not, so both rows are `derived`. The constants live in core/costs.py SEED003_COSTS (fitted once,
+fit()); every run checks them: attrs['refit_step'] is one step of the fit from this run's own
+after-fill figures and attrs['refit_drift'] how far each cost has moved since (the scoreboard
+marks a calibrated row outside its tolerance `stale`). Lock waits
 (the lru lock, the mapping's xa_lock) are not fitted: they come out of core/locks.py.
 
 Predicted: the after-fill throughput, the lru lock's share, kswapd's CPU share, and every MGLRU figure.
+
+The headline the model does not reproduce (the scoreboard's after_fill_GBps row, docs/fidelity.md;
+it was test_fio.py's strict xfail): the model's one reader gets faster after the fill, the seed's
+drops. The reader is CPU-bound, half the reads now hit and a hit costs about half a miss; the
+contention the seed blames is there but small. The seed's own numbers say why a constant-cost model
+cannot drop: its profile's shares and the before-fill GB/s give per-call costs whose after-fill sum
+at hit ratio 0.5 is ~2.66 GB/s; the seed's 1.55 needs every I/O ~1.7x that, i.e. the listed
+functions themselves getting slower under reclaim (cache-line and lock-word transfers between the
+reader's and kswapd's CPUs, which core/locks.py folds into fixed hold times). The model drops only
+when reclaim moves into the readers (fill_drop with 16 readers).
 At --scale F the machine and the file are F times smaller and so is time (docs/scaling.md):
 throughput is bytes per simulated second, unchanged; slice times are full-size seconds / F.
 """
@@ -216,13 +230,15 @@ class Slices:
 
 
 def fit_costs(h: float, a: float, deact_per_steal: float, xa_wait_per_steal: float,
-              before_GBps: float = 2.1, profile: pd.DataFrame | None = None) -> dict:
+              profile: pd.DataFrame | None = None) -> dict:
     """Per-call costs of the reader's kernel functions from the seed's mainline io_uring profile
     (shares, % of the reader's CPU after the fill) at the model's after-fill hit ratio h and
-    activations per I/O a, scaled so that an all-miss I/O costs 4096 / before_GBps ns. kswapd's
-    reclaim_free_ns from the seed's __remove_mapping : shrink_active_list ratio given the model's
-    deactivations and xa_lock wait per reclaimed page. See the module docstring."""
+    activations per I/O a, scaled so that an all-miss I/O costs 4096 / the seed's before-fill GB/s
+    ns. kswapd's reclaim_free_ns from the seed's __remove_mapping : shrink_active_list ratio given
+    the model's deactivations and xa_lock wait per reclaimed page. The seed's numbers come from
+    data/ (mglru_fio.csv, mglru_fio_profile.csv). See the module docstring."""
     pr = (profile if profile is not None else published("mglru_fio_profile.csv")).set_index("function").pct
+    main = published("mglru_fio.csv").query("experiment == @E_MAIN").set_index("metric").published
     lookup = pr["xas_load"] + pr["filemap_get_read_batch"] + pr["xas_start"]
     per_miss = {"pagecache_insert_ns": pr["__add_to_page_cache_locked"], "zero_page_ns": pr["clear_page_erms"],
                 "page_alloc_ns": pr["get_page_from_freelist"], "bio_ns": pr["page_cache_ra_unbounded"]}
@@ -236,12 +252,12 @@ def fit_costs(h: float, a: float, deact_per_steal: float, xa_wait_per_steal: flo
     unit["activate_ns"] = pr["__activate_page"] / a if a > 0 else 0.0
     # an all-miss I/O: every per-I/O and per-miss call, two lookups, no activation, no lock wait
     miss_units = sum(per_io.values()) + 2 * unit["pagecache_lookup_ns"] + sum(unit[k] for k in per_miss)
-    t_before = 4096.0 / before_GBps
+    t_before = 4096.0 / main["before_fill_GBps"]
     t_after = t_before * 100.0 / miss_units
     c = {k: v * t_after / 100.0 for k, v in unit.items()}
     copy = c.pop("copy")
     c["seq_4k_ns"] = copy - 100.0       # the machine's rand_line_ns is charged as the stream break
-    ratio = 57.65 / 6.53
+    ratio = main["remove_mapping_pct_kswapd"] / main["shrink_active_list_pct_kswapd"]
     c["reclaim_free_ns"] = max(0.0, ratio * COSTS["reclaim_scan_ns"][0] * deact_per_steal - xa_wait_per_steal)
     c["t_after_profile_ns"] = t_after
     return c
@@ -252,14 +268,19 @@ def fit(scale: float = 1024.0, iters: int = 2, costs: dict | None = None) -> dic
     h = 0.5, a = 0.25, one deactivation per reclaimed page)."""
     c = dict(costs or SEED003_COSTS or fit_costs(0.5, 0.25, 1.0, 0.0))
     for _ in range(iters):
-        run = Slices(scale, costs={k: v for k, v in c.items() if k in COSTS}, seq_4k_ns=c.get("seq_4k_ns")).run()
-        af = run.after()
-        dc = af["counters"]
-        steal = max(1, dc["pgsteal_kswapd"])
-        xa = af["profile"]["kswapd"]["spin(xa_lock)"] / 100.0 * (af["kswapd_cpu_share"] * af["seconds"] * 1e9
-                                                                 / scale) / steal
-        c = fit_costs(af["hit_ratio"], af["activations_per_io"], dc["pgdeactivate"] / steal, xa)
+        c = refit(Slices(scale, costs={k: v for k, v in c.items() if k in COSTS}, seq_4k_ns=c.get("seq_4k_ns")).run())
     return c
+
+
+def refit(run: Slices) -> dict:
+    """One step of fit(): fit_costs at the after-fill figures of a mainline run (hit ratio,
+    activations per I/O, kswapd's deactivations and xa_lock wait per reclaimed page)."""
+    af = run.after()
+    dc = af["counters"]
+    steal = max(1, dc["pgsteal_kswapd"])
+    xa = af["profile"]["kswapd"]["spin(xa_lock)"] / 100.0 * (af["kswapd_cpu_share"] * af["seconds"] * 1e9
+                                                             / run.scale) / steal
+    return fit_costs(af["hit_ratio"], af["activations_per_io"], dc["pgdeactivate"] / steal, xa)
 
 
 def _metrics(run: Slices) -> dict:
@@ -281,22 +302,31 @@ def has_lru_gen() -> bool:
 @register("mglru-fio",
           "seed 003: fio/io_uring random 4 KiB buffered reads of a 400 GB file on 200 GB, classic LRU (and MGLRU "
           "when the lru_gen knob exists): throughput before/after the fill, kswapd CPU, activations, profile; "
-          "file/memory ratio sweep", default_scale=1024.0)
+          "file/memory ratio sweep", default_scale=1024.0,
+          data=("mglru_fio.csv",), quick={"scale": 4096.0, "sweep": False},
+          fitted=lambda e, m: tuple(SEED003_COSTS))
 def reproduce(scale: float = 1024.0, progress: bool = False, jobs: int | None = None, sweep: bool = True):
     pub = published("mglru_fio.csv")
     sim = {}
-    cal = {(E_MAIN, m) for m in ("before_fill_GBps", "mark_page_accessed_pct", "activate_page_pct",
-                                 "shrink_active_list_pct_kswapd", "remove_mapping_pct_kswapd")}
-    main = _metrics(Slices(scale).run())
+    cal = {(E_MAIN, m) for m in ("before_fill_GBps", "mark_page_accessed_pct", "activate_page_pct")}
+    # the fit sets kswapd's two shares' ratio, not their level (the rest of kswapd's time is the model's)
+    kswapd = {(E_MAIN, m) for m in ("shrink_active_list_pct_kswapd", "remove_mapping_pct_kswapd")}
+    main_run = Slices(scale).run()
+    main = _metrics(main_run)
     sim |= {(E_MAIN, k): v for k, v in main.items() if not k.startswith("_")}
-    out_attrs = {"mainline": {k.lstrip("_"): v for k, v in main.items()}}
+    # the calibration checked on this run: SEED003_COSTS were fitted once (fit()); what one step of
+    # the fit gives from today's model, and how far each cost has moved (no extra simulation)
+    step = refit(main_run)
+    out_attrs = {"mainline": {k.lstrip("_"): v for k, v in main.items()},
+                 "refit_step": {k: step[k] for k in SEED003_COSTS},
+                 "refit_drift": {k: step[k] / v - 1 if v else float("nan") for k, v in SEED003_COSTS.items()}}
     if has_lru_gen():
         mg = _metrics(Slices(scale, lru_gen=7).run())      # CONFIG_LRU_GEN_ENABLED=y (the seed)
         sim |= {(E_MGLRU, k): v for k, v in mg.items() if not k.startswith("_")}
         out_attrs["mglru"] = {k.lstrip("_"): v for k, v in mg.items()}
     else:
         out_attrs["mglru"] = "not run: this tree has no lru_gen knob (the MGLRU model, branch mglru)"
-    out = table(pub, sim, calibrated=cal)
+    out = table(pub, sim, calibrated=cal, derived=kswapd)
     out.attrs.update(out_attrs)
     out.attrs["scale"] = scale
     out.attrs["costs"] = dict(SEED003_COSTS)

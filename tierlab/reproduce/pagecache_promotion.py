@@ -78,9 +78,17 @@ def calibrate(machine: Machine, target_dram: float, target_cxl: float, scale: fl
     return machine.with_costs(seq_4k_ns=fitted), fitted
 
 
+def fitted(experiment: str, metric: str) -> tuple[str, ...]:
+    """The DRAM columns depend on the DRAM node's fitted copy cost, every other row on both."""
+    dram = metric in ("dram_base_s_per_cycle", "promo_on_s_per_cycle", "toptier_check_s_per_cycle")
+    return ("seq_4k_ns[dram]",) if dram else ("seq_4k_ns[dram]", "seq_4k_ns[cxl]")
+
+
 @register("pagecache-promotion-128g",
           "seed 000: 128 GB file read on 768 GB DRAM + 256 GB CXL, page-cache promotion table (5 columns, "
-          "first 10 promotion cycles, unlimited variant, mechanism off, add vs add_tail)")
+          "first 10 promotion cycles, unlimited variant, mechanism off, add vs add_tail)",
+          data=("pagecache_promotion_128g.csv",), quick={"scale": 64, "steady_cycles": 2, "cycles": 12},
+          fitted=fitted)
 def reproduce(scale: float = 1.0, progress: bool = False, steady_cycles: int = 2, cycles: int = CYCLES,
               jobs: int | None = None, page_alloc_model: str = "counts"):
     """The seed's tests as simulations that each place the page cache once (the set-up read) and
