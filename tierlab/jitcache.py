@@ -23,7 +23,7 @@ def engine_cached() -> bool:
     """True when numba's cache has index files for tierlab's engine as its sources stand
     (core/_jit.py ENGINE_CACHE_DIR: a directory per version of the sources)."""
     from .core._jit import ENGINE_CACHE_DIR
-    return bool(glob.glob(os.path.join(ENGINE_CACHE_DIR, "**", "engine.*.nbi"), recursive=True))
+    return bool(glob.glob(os.path.join(ENGINE_CACHE_DIR, "**", "engine.run-*.nbi"), recursive=True))
 
 
 def say_if_compiling(file=None) -> bool:
