@@ -61,7 +61,7 @@ bench: venv
 # execute every notebook at its default scale (TIERLAB_SCALE unset; set it for a quicker, smaller run)
 # and write each one, with its figures, as HTML to build/notebooks/; `make notebooks NB=02` renders one
 notebooks: venv
-	MPLBACKEND=Agg $(PY) notebooks/render.py $(NB)
+	$(PY) notebooks/render.py $(NB)
 
 clean-venv:
 	rm -rf $(VENV)

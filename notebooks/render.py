@@ -57,7 +57,8 @@ def main() -> None:
     paths = pick(args.names)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    # the kernel's inline backend puts every figure into the cell's output (Agg would show none)
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     scale = os.environ.get("TIERLAB_SCALE", "each notebook's default")
     for path in paths:
         t0 = time.monotonic()
