@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast test-all bench golden clean-venv
+.PHONY: venv demo test test-fast test-all bench golden notebooks clean-venv
 
 venv: $(STAMP)
 
@@ -57,6 +57,11 @@ golden: venv
 
 bench: venv
 	$(PY) -m tierlab bench
+
+# execute every notebook at its default scale (TIERLAB_SCALE unset; set it for a quicker, smaller run)
+# and write each one, with its figures, as HTML to build/notebooks/; `make notebooks NB=02` renders one
+notebooks: venv
+	$(PY) notebooks/render.py $(NB)
 
 clean-venv:
 	rm -rf $(VENV)
