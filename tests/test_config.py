@@ -186,16 +186,6 @@ def test_time_estimate():
     assert MAX_ACCESSES == 10**12
 
 
-def test_engine_cache_detection(tmp_path, monkeypatch):
-    from tierlab import jitcache
-    from tierlab.core import _jit
-    monkeypatch.setattr(_jit, "ENGINE_CACHE_DIR", str(tmp_path))
-    assert not jitcache.engine_cached()
-    (tmp_path / "x" / "y").mkdir(parents=True)
-    (tmp_path / "x" / "y" / "engine.run-427.py311.nbi").write_bytes(b"")
-    assert jitcache.engine_cached()
-
-
 def test_page_alloc_model_is_recorded_and_rebuilds_the_run():
     """The buddy allocator decides which large folios can be allocated: recorded, rebuilt, checked."""
     base = {"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 3,

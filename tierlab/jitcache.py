@@ -1,15 +1,14 @@
 """Whether numba's on-disk cache holds the engine, and what a first run shows while it compiles.
 
-numba writes one index file (`*.nbi`) per cached function under core/_jit.py's ENGINE_CACHE_DIR
-(in `tierlab/core/__pycache__/`, or under `NUMBA_CACHE_DIR` when that is set). With no index for the
+numba writes one index file (`*.nbi`) per cached function under core/_cache.py's CACHE_DIR (in
+`tierlab/core/__pycache__/tierlab-kernels/`, or under `NUMBA_CACHE_DIR` when that is set), stamped
+with what the function is compiled from. With no index for the
 engine the first simulation compiles every kernel it reaches before it shows any progress of its
 own; `say_if_compiling()` says so and shows the compile's progress (kernels compiled out of those
 the engine defines, and which one is compiling) from numba's compile events.
 """
 from __future__ import annotations
 
-import glob
-import os
 import sys
 import time
 
@@ -20,10 +19,11 @@ COMPILING_NOTE = ("tierlab: compiling the simulation engine (first run with an e
 
 
 def engine_cached() -> bool:
-    """True when numba's cache has index files for tierlab's engine as its sources stand
-    (core/_jit.py ENGINE_CACHE_DIR: a directory per version of the sources)."""
-    from .core._jit import ENGINE_CACHE_DIR
-    return bool(glob.glob(os.path.join(ENGINE_CACHE_DIR, "**", "engine.run-*.nbi"), recursive=True))
+    """True when numba's cache holds engine.run as the sources stand (an index whose stamp,
+    core/_cache.py, matches what engine.run is compiled from)."""
+    from .core._cache import cached
+    from .core.engine import run
+    return cached(run)
 
 
 def say_if_compiling(file=None) -> bool:

@@ -19,15 +19,12 @@
   machine code from one compile of each leaf.
 - a `jit` kernel's library is link-only (`_LinkOnly`): LLVM optimizes and emits each entry
   point's call tree once, not again at every level of it.
-- the on-disk cache lives in a directory named by a hash of every source file of tierlab/core
-  (`ENGINE_CACHE_DIR`): numba checks only the defining file's timestamp, but kernels freeze
-  constants of other files (params.P indices, state dtypes, vmstat items), so after an edit of
-  params.py a kernel of an unchanged file would load with stale indices. Edited sources get a
-  fresh directory (old ones can be deleted).
+- the on-disk cache (`ENGINE_CACHE_DIR`, one directory for tierlab's functions) knows which
+  kernels an edit makes stale (`_cache.StampedLocator`): numba checks only the defining file,
+  but a kernel freezes constants of other files (params.P indices, state dtypes, vmstat items)
+  and, link-only, holds the code of the kernels it calls; each kernel's stamp covers all of that,
+  so an edit recompiles the kernels that depend on it and no others.
 """
-import hashlib
-import os
-from pathlib import Path
 from types import FunctionType
 
 import llvmlite.binding as llvm
@@ -36,21 +33,13 @@ from numba.core import codegen
 from numba.core.registry import CPUDispatcher
 from numba.core.targetconfig import ConfigStack
 
+from ._cache import CACHE_DIR, StampedLocator
+
 OPTIONS = dict(error_model="numpy", _nrt=False)
 
 
-def _engine_hash() -> str:
-    h = hashlib.sha1()
-    for f in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
-# under NUMBA_CACHE_DIR when set (CI points it at a fresh directory), else beside the sources
-ENGINE_CACHE_DIR = os.path.join(os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(__file__), "__pycache__"),
-                                f"tierlab-{_engine_hash()}")
-config.CACHE_DIR = ENGINE_CACHE_DIR
+StampedLocator.install()
+ENGINE_CACHE_DIR = CACHE_DIR
 
 
 class _LinkOnly:
