@@ -107,39 +107,39 @@ def tlb_invalidate(t, cpu, lvl, tag, gen):
 
 
 @jit_inline
-def held_on(s, nid):
+def held_on(pgdat, nid):
     """Source folios MIGRC holds on node nid (kept by a batch or already pending)."""
-    return s.pgdat[nid].migrc_pending_nr + s.pgdat[nid].migrc_batch_nr
+    return pgdat[nid].migrc_pending_nr + pgdat[nid].migrc_batch_nr
 
 
 @jit_inline
-def check_stale(s, t, cpu, lvl, i, nid, store, cpu_nid):
+def check_stale(t, pgdat, counters, cpu, lvl, i, nid, store, cpu_nid):
     """A hit on way i: a translation to a frame on another node than the page's is stale."""
     old = np.int64(t.node[cpu, lvl, i])
     if old == nid:
         return
-    s.counters[cpu_nid, Vm.TLB_STALE_HITS] += 1
+    counters[cpu_nid, Vm.TLB_STALE_HITS] += 1
     if store:
-        s.counters[cpu_nid, Vm.TLB_STALE_WRITE_HITS] += 1
-    if held_on(s, old) == 0:
-        s.counters[cpu_nid, Vm.TLB_STALE_FREED_HITS] += 1
+        counters[cpu_nid, Vm.TLB_STALE_WRITE_HITS] += 1
+    if held_on(pgdat, old) == 0:
+        counters[cpu_nid, Vm.TLB_STALE_FREED_HITS] += 1
 
 
 @jit_inline
-def translate(s, t, cpu, cpu_nid, first, tag, nid, writable, store, gen, tick):
+def translate(t, pgdat, counters, cpu, cpu_nid, first, tag, nid, writable, store, gen, tick):
     """One translation through `first` (DTLB or ITLB) and the STLB. Returns 1 for a page walk."""
     i = tlb_find(t, cpu, first, tag, gen)
     if i >= 0:
         if not (store and not t.wr[cpu, first, i]):
             t.stamp[cpu, first, i] = tick
-            check_stale(s, t, cpu, first, i, nid, store, cpu_nid)
+            check_stale(t, pgdat, counters, cpu, first, i, nid, store, cpu_nid)
             return 0
         t.tag[cpu, first, i] = NO_TAG      # a store to a read-only entry walks again
     j = tlb_find(t, cpu, STLB, tag, gen)
     if j >= 0:
         if not (store and not t.wr[cpu, STLB, j]):
             t.stamp[cpu, STLB, j] = tick
-            check_stale(s, t, cpu, STLB, j, nid, store, cpu_nid)
+            check_stale(t, pgdat, counters, cpu, STLB, j, nid, store, cpu_nid)
             tlb_fill(t, cpu, first, tag, gen, tick, t.node[cpu, STLB, j], t.wr[cpu, STLB, j])
             return 0
         t.tag[cpu, STLB, j] = NO_TAG
@@ -149,32 +149,40 @@ def translate(s, t, cpu, cpu_nid, first, tag, nid, writable, store, gen, tick):
 
 
 @jit
-def tlb_access(s, task, cpu, tag, nid, writable, store):
-    """The translations of one access by `task` on `cpu` to the page (or PMD-mapped folio head)
-    `tag` whose frame is on node nid, through a PTE that is `writable`: the fetch of the task's
-    next text page, then the data address. Counts the walks; returns their number."""
-    t = s.tlbs
-    cpu_nid = s.cpu[cpu].node
+def tlb_access(t, tasks, mms, pgdat, counters, task, cpu, cpu_nid, tag, nid, writable, store):
+    """The translations of one access by `task` on `cpu` (of node cpu_nid) to the page (or
+    PMD-mapped folio head) `tag` whose frame is on node nid, through a PTE that is `writable`: the
+    fetch of the task's next text page, then the data address. Counts the walks; returns their
+    number. Called once per load or store: it takes the arrays it uses (s.tlbs, s.task, s.mm,
+    s.pgdat, s.counters), not all of SimState, whose ~450 words a call would pass."""
     if t.need_flush[cpu]:
         t.need_flush[cpu] = 0
-        cpu_tlb_flush(s, cpu, 0, 0)
+        tlb_flush_all(t, counters, cpu, cpu_nid)
     gen = t.cpu_gen[cpu]
     t.cpu_tick[cpu] += 1
     tick = t.cpu_tick[cpu]
     walks = 0
-    mm = s.task[task].mm
-    nt = s.mm[mm].text_pages
+    mm = tasks[task].mm
+    nt = mms[mm].text_pages
     if nt > 0:
-        k = s.task[task].text_next
-        s.task[task].text_next = k + 1 if k + 1 < nt else 0
+        k = tasks[task].text_next
+        tasks[task].text_next = k + 1 if k + 1 < nt else 0
         ttag = TEXT_TAG_BASE - mm * TEXT_TAG_STRIDE - k
-        if translate(s, t, cpu, cpu_nid, ITLB, ttag, -1, 0, False, gen, tick):
-            s.counters[cpu_nid, Vm.ITLB_LOAD_MISSES] += 1
+        if translate(t, pgdat, counters, cpu, cpu_nid, ITLB, ttag, -1, 0, False, gen, tick):
+            counters[cpu_nid, Vm.ITLB_LOAD_MISSES] += 1
             walks += 1
-    if translate(s, t, cpu, cpu_nid, DTLB, tag, nid, 1 if writable else 0, store, gen, tick):
-        s.counters[cpu_nid, Vm.DTLB_STORE_MISSES if store else Vm.DTLB_LOAD_MISSES] += 1
+    if translate(t, pgdat, counters, cpu, cpu_nid, DTLB, tag, nid, 1 if writable else 0, store, gen, tick):
+        counters[cpu_nid, Vm.DTLB_STORE_MISSES if store else Vm.DTLB_LOAD_MISSES] += 1
         walks += 1
     return walks
+
+
+@jit_inline
+def tlb_flush_all(t, counters, cpu, nid):
+    """`cpu` (of node nid) flushes its whole TLB: every entry filled under an older generation is
+    invalid."""
+    t.cpu_gen[cpu] += 1
+    counters[nid, Vm.TLB_CPU_FLUSH_ALL] += 1
 
 
 @jit_inline
@@ -186,8 +194,7 @@ def cpu_tlb_flush(s, cpu, start, nr_pages):
         return
     nid = s.cpu[cpu].node
     if nr_pages == 0:
-        t.cpu_gen[cpu] += 1
-        s.counters[nid, Vm.TLB_CPU_FLUSH_ALL] += 1
+        tlb_flush_all(t, s.counters, cpu, nid)
         return
     gen = t.cpu_gen[cpu]
     for pg in range(start, start + nr_pages):
