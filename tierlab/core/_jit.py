@@ -18,7 +18,10 @@
   typed the expanded bodies as one (an 11-minute cold start); LLVM's inliner gives the same
   machine code from one compile of each leaf.
 - a `jit` kernel's library is link-only (`_LinkOnly`): LLVM optimizes and emits each entry
-  point's call tree once, not again at every level of it.
+  point's call tree once, not again at every level of it. In the entry point's module the
+  kernels it links in are internal, so LLVM drops the arguments a kernel never reads: a call
+  otherwise passes all of SimState (~60 arrays, ~450 words); after dead-argument elimination the
+  out-of-line kernels of `engine.run` take 6 to 119.
 - the on-disk cache (`ENGINE_CACHE_DIR`, one directory for tierlab's functions) knows which
   kernels an edit makes stale (`_cache.StampedLocator`): numba checks only the defining file,
   but a kernel freezes constants of other files (params.P indices, state dtypes, vmstat items)
@@ -126,7 +129,21 @@ class _LinkOnly:
             if self._engine.get_global_value_address(env_name):
                 full_set_env(self, env_name, env)
 
+        full_optimize_final = lib._optimize_final_module
+
+        def optimize_final_module(self):
+            # an entry point's module holds its whole call tree: the linked-in functions become
+            # internal, so LLVM may change their signatures -- dead-argument elimination drops
+            # the parts of SimState a callee never reads, which a call would otherwise pass
+            # (~450 words) -- and drops a body once every call to it is inlined
+            if not cls.compiling_kernel():
+                for fn in self._final_module.functions:
+                    if not fn.is_declaration and fn.linkage == llvm.Linkage.linkonce_odr:
+                        fn.linkage = "internal"
+            return full_optimize_final(self)
+
         lib.finalize = finalize
+        lib._optimize_final_module = optimize_final_module
         lib._get_module_for_linking = get_module_for_linking
         lib.serialize_using_object_code = serialize_using_object_code
         lib._unserialize = classmethod(unserialize)
