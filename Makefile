@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@# fill numba's on-disk cache now, so the first `tierlab run` starts in seconds; the run says
-	@# it is compiling and shows how far it is on stderr (about two minutes on 2 cores)
+	@# it is compiling and shows how far it is on stderr (about a minute on 2 cores)
 	@$(PY) -m tierlab run --machine qemu-2node --workload random-read --param file_size=64MiB \
 		--param accesses=10000 --set demotion_enabled=1 --format json --no-progress >/dev/null \
 		|| echo "warning: engine warm-up run failed (the first run will compile)"
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 
 # A real small simulation: 2 M random 4 KiB reads of a 2 GiB file bound to node 0 (1 GiB) of a
 # 2-node QEMU guest; kswapd demotes page cache to the CPU-less node 1 (pgdemote_kswapd). The first
-# run compiles the numba kernels (about two minutes on 2 cores; `make venv` does it once); later runs start in seconds.
+# run compiles the numba kernels (about a minute on 2 cores; `make venv` does it once); later runs start in seconds.
 demo: venv
 	$(PY) -m tierlab run --machine qemu-2node --workload random-read \
 		--param file_size=2GiB --param accesses=2000000 --param policy=bind:0 \

@@ -15,7 +15,7 @@ import time
 from numba.core import event
 
 COMPILING_NOTE = ("tierlab: compiling the simulation engine (first run with an empty numba cache: "
-                  "about two minutes on 2 cores, once; later runs start in seconds)")
+                  "about a minute on 2 cores, once; later runs start in seconds)")
 
 
 def engine_cached() -> bool:

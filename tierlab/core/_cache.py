@@ -15,7 +15,7 @@ every file of tierlab/core, so any edit recompiled everything (~2 minutes on 2 c
 - the kernels it calls (numba dispatchers among those globals) with their compile options, followed
   to the leaves; mutually recursive kernels share one stamp (a strongly connected component of the
   call graph, Tarjan's algorithm);
-- the sources of the numba patches themselves (_jit.py, this file).
+- the sources of the numba patches themselves (_jit.py, _abi.py, this file).
 Argument types (SimState's record dtypes) are not in the stamp: numba keys each cached overload by
 its signature already, with numba's version and the host CPU.
 
@@ -67,7 +67,7 @@ def _sha(*parts) -> bytes:
 
 def _toolchain() -> bytes:
     here = Path(__file__).resolve().parent
-    return _sha((here / "_jit.py").read_bytes(), (here / "_cache.py").read_bytes(),
+    return _sha(*[(here / f).read_bytes() for f in ("_jit.py", "_cache.py", "_abi.py")],
                 numba.__version__, llvmlite.__version__, np.__version__, sys.version_info[:2])
 
 

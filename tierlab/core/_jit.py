@@ -19,9 +19,9 @@
   machine code from one compile of each leaf.
 - a `jit` kernel's library is link-only (`_LinkOnly`): LLVM optimizes and emits each entry
   point's call tree once, not again at every level of it. In the entry point's module the
-  kernels it links in are internal, so LLVM drops the arguments a kernel never reads: a call
-  otherwise passes all of SimState (~60 arrays, ~450 words); after dead-argument elimination the
-  out-of-line kernels of `engine.run` take 6 to 119.
+  kernels it links in are internal, so LLVM drops the arguments a kernel never reads and the
+  bodies it inlined everywhere.
+- SimState goes by reference (`_abi.py`): one pointer per call, not ~450 words.
 - the on-disk cache (`ENGINE_CACHE_DIR`, one directory for tierlab's functions) knows which
   kernels an edit makes stale (`_cache.StampedLocator`): numba checks only the defining file,
   but a kernel freezes constants of other files (params.P indices, state dtypes, vmstat items)
@@ -133,9 +133,8 @@ class _LinkOnly:
 
         def optimize_final_module(self):
             # an entry point's module holds its whole call tree: the linked-in functions become
-            # internal, so LLVM may change their signatures -- dead-argument elimination drops
-            # the parts of SimState a callee never reads, which a call would otherwise pass
-            # (~450 words) -- and drops a body once every call to it is inlined
+            # internal, so LLVM may change their signatures (dead-argument elimination drops
+            # what a callee never reads) and drops a body once every call to it is inlined
             if not cls.compiling_kernel():
                 for fn in self._final_module.functions:
                     if not fn.is_declaration and fn.linkage == llvm.Linkage.linkonce_odr:
@@ -214,8 +213,7 @@ def jit_entry(fn):
 
 def jit_inline(fn):
     """A small leaf on the per-access path, inlined into every caller by LLVM (forceinline), so the
-    hot loop makes no calls (a call passes every array of SimState by value, ~100 ns). numba
-    compiles it once, as a `jit` kernel."""
+    hot loop makes no calls. numba compiles it once, as a `jit` kernel."""
     return _kernel(fn, forceinline=True)
 
 

@@ -67,6 +67,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from ._abi import register as register_simstate
 from ._jit import jit, jit_entry, jit_inline
 from .profile import NR_KSYMS
 from .resource import calendar_array
@@ -435,6 +436,9 @@ class SimState(NamedTuple):
     tlbs: Tlbs            # the CPUs' TLBs (tlb_hw.py)
     buddy: tuple          # buddy.Buddy: physical frames, free lists, per-CPU lists (buddy.py; empty when off)
     mthp: np.ndarray      # int64[PMD order + 1, NR_MTHP_STATS]: per-size THP stats (huge_memory.py)
+
+
+register_simstate(SimState)     # kernels take it by reference (_abi.py)
 
 
 def nr_sentinels(nr_nodes: int, nr_tasks: int) -> int:

@@ -154,7 +154,7 @@ def tlb_access(t, tasks, mms, pgdat, counters, task, cpu, cpu_nid, tag, nid, wri
     PMD-mapped folio head) `tag` whose frame is on node nid, through a PTE that is `writable`: the
     fetch of the task's next text page, then the data address. Counts the walks; returns their
     number. Called once per load or store: it takes the arrays it uses (s.tlbs, s.task, s.mm,
-    s.pgdat, s.counters), not all of SimState, whose ~450 words a call would pass."""
+    s.pgdat, s.counters)."""
     if t.need_flush[cpu]:
         t.need_flush[cpu] = 0
         tlb_flush_all(t, counters, cpu, cpu_nid)
