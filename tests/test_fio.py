@@ -48,6 +48,20 @@ def test_runtime_takes_fio_time_units():
     assert make_workload("fio", {"runtime": "2m"}).runtime == 120_000_000_000
 
 
+def test_runtime_is_divided_by_the_scale_like_the_file():
+    w = make_workload("fio", {"runtime": "2", "size": "64MiB", "time_based": 1}, scale=64)
+    assert w.runtime == 2_000_000_000 // 64 and w.size == (64 << 20) // 64
+    assert make_workload("fio", {"runtime": "1us"}, scale=4096).runtime == 1      # at least 1 ns
+    assert make_workload("fio", {}, scale=64).runtime is None
+
+
+def test_a_scaled_time_based_job_stops_at_its_scaled_runtime():
+    w = make_workload("fio", {"rw": "randread", "size": "4MiB", "time_based": 1, "runtime": "40ms"}, scale=4)
+    res = Simulation(machine((1 << 15, 4, 576)), Kernel(), w).run().result()
+    job = res.summary["jobs"][0]
+    assert 10 <= job["job_runtime"] <= 11 and job["read"]["total_ios"] > 0      # 40 ms / 4
+
+
 def test_files_and_engines_map_onto_tasks_and_regions():
     w = make_workload("fio", {"numjobs": 3, "size": "1MiB", "rw": "randread", "ioengine": "io_uring", "iodepth": 8})
     assert [r.pages for r in w.regions()] == [256] * 3 and {r.advice for r in w.regions()} == {"random"}

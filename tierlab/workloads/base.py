@@ -156,6 +156,7 @@ class Param:
     parse: Callable
     help: str
     scaled: bool = False   # divided by --scale
+    scaled_min: int = PAGE_SIZE    # the least a scaled value becomes (a page for sizes, 1 ns for times)
 
 
 def size_param(default: str, help: str, scaled: bool = True) -> Param:
@@ -234,8 +235,8 @@ class Workload:
         self.raw = dict(values)
         for k, spec in self.params.items():
             v = spec.parse(values.get(k, spec.default), key=k) if _takes_key(spec.parse) else spec.parse(values.get(k, spec.default))
-            if spec.scaled and scale != 1:
-                v = max(PAGE_SIZE, int(v / scale))
+            if spec.scaled and scale != 1 and v is not None:
+                v = max(spec.scaled_min, int(v / scale))
             self.values[k] = v
         self.scale = scale
         self.validate()

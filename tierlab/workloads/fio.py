@@ -9,6 +9,9 @@ norandommap=1 each I/O's block is drawn uniformly, so blocks repeat within a pas
 fio's norandommap and t/io_uring), rw / readwrite and randrw (each I/O a read with probability
 rwmixread %). `loops` passes, or with
 time_based=1 passes until `runtime` is over. `runtime` also stops a job that has not finished.
+Under `--scale F` the runtime is divided by F, as the file sizes are (docs/scaling.md: a scaled run
+is the full-size run with time compressed F-fold), so a time-based run reads the same number of
+passes over its scaled file as the full-size run over its file.
 
 The kernel side is tierlab's: buffered I/O only (direct=0; O_DIRECT is not modelled and direct=1 is
 refused), page-cache reads through readahead (fio's fadvise_hint=1 default tells the kernel
@@ -103,7 +106,8 @@ class Fio(Workload):
         "fadvise_hint": int_param(1, "1: POSIX_FADV_RANDOM/SEQUENTIAL on the files by the pattern", lo=0, hi=1),
         "time_based": int_param(0, "1: repeat passes until runtime is over", lo=0, hi=1),
         "runtime": Param(None, lambda v, key="runtime": None if v in (None, "") else _runtime(v, key),
-                         "job runtime (e.g. 10, 500ms, 2m); needed by time_based"),
+                         "job runtime (e.g. 10, 500ms, 2m; divided by --scale, like the file sizes); "
+                         "needed by time_based", scaled=True, scaled_min=1),
         "loops": int_param(1, "passes over the file (without time_based)", lo=1),
         "file_policy": policy_param("default", "memory policy of the page cache, e.g. bind:1 (numactl --membind)"),
         "norandommap": int_param(0, "1: random blocks drawn uniformly, repeats allowed (no random map)", lo=0, hi=1),
