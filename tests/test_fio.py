@@ -227,3 +227,62 @@ def test_seed003_setting_is_cpu_bound_with_kswapd_on_its_own_cpu(seed003):
     assert after["activations_per_io"] > 0.15
     assert after["counters"]["pgdeactivate"] > 0.5 * after["counters"]["pgactivate"]
     assert 0.45 < after["hit_ratio"] < 0.55                            # uniform reads, memory / file = 0.5
+
+
+# ---- random_distribution (workloads/fio_dist.py) ------------------------------------------------
+
+@pytest.mark.parametrize("value, parsed", [("random", ("random", 0.0)), ("zipf", ("zipf", 1.1)), ("zipf:0.8", ("zipf", 0.8)),
+                                           ("pareto", ("pareto", 0.2)), ("normal:15", ("normal", 15.0))])
+def test_random_distribution_takes_fios_names_and_defaults(value, parsed):
+    assert make_workload("fio", {"rw": "randread", "random_distribution": value}).random_distribution == parsed
+
+
+@pytest.mark.parametrize("value", ["zipf:1", "zipf:1.0", "pareto:1.5", "pareto:0", "normal:100", "zoned:50/5:50/95",
+                                   "zipf:1.2:0.5", "random:2", "uniform"])
+def test_random_distribution_refuses_what_fio_refuses_or_the_model_lacks(value):
+    with pytest.raises(ConfigError, match="random_distribution"):
+        make_workload("fio", {"random_distribution": value})
+
+
+def test_zipf_and_pareto_ranks_by_hand():
+    from tierlab.workloads.fio_dist import GR_PRIME_64, BlockDistribution, pareto_ranks, zeta, zipf_ranks
+    n, theta = 1000, 1.2
+    z = zeta(n, theta)
+    # u * zeta(n) below 1: rank 1; below 1 + 0.5^theta: rank 2 (0-based 0 and 1)
+    u = np.array([0.0, 0.99 / z, 1.01 / z, (1.0 + 0.5 ** theta - 0.01) / z])
+    assert zipf_ranks(u, n, theta).tolist() == [0, 0, 1, 1]
+    assert pareto_ranks(np.array([0.0, 1.0]), n, 0.2).tolist() == [0, n - 1]
+    d = BlockDistribution("zipf", theta, n, np.random.default_rng(0))
+    off, gr = int(d.rand_off), int(GR_PRIME_64)
+    # a block is the rank times the golden-ratio prime, modulo 2^64, plus the job's offset, modulo n
+    assert [((r * gr) % 2 ** 64 + off) % 2 ** 64 % n for r in (0, 1, 2)] == \
+        [int(b) for b in ((np.array([0, 1, 2], np.uint64) * GR_PRIME_64 + np.uint64(off)) % np.uint64(n))]
+
+
+def test_zipf_top_block_takes_its_share_and_the_hot_blocks_are_scattered():
+    from tierlab.workloads.fio_dist import BlockDistribution, zeta
+    n = 1000
+    b = BlockDistribution("zipf", 1.2, n, np.random.default_rng(3)).blocks(400_000)
+    counts = np.bincount(b, minlength=n)
+    assert abs(counts.max() / b.size - 1.0 / zeta(n, 1.2)) < 0.01      # rank 1's probability
+    hot = np.sort(np.argsort(counts)[-10:])
+    assert np.diff(hot).max() > 50                                       # not one contiguous run
+
+
+def test_normal_stays_in_range_and_its_deviation_widens_it():
+    from tierlab.workloads.fio_dist import gauss_values
+    n = 1000
+    narrow = gauss_values(np.random.default_rng(1), 100_000, n, 0.0)
+    wide = gauss_values(np.random.default_rng(1), 100_000, n, 40.0)
+    assert int(narrow.max()) <= n and int(wide.max()) < n
+    assert abs(float(narrow.mean()) - n / 2) < 5 and float(wide.astype(np.float64).std()) > float(narrow.std()) * 1.5
+
+
+@pytest.mark.parametrize("engine", ["psync", "io_uring"])
+def test_a_skewed_distribution_reads_less_from_the_device(engine):
+    params = {"rw": "randread", "size": "64MiB", "ioengine": engine, "iodepth": 8, "loops": 1}
+    m = machine((1 << 13, 4, 576))             # 32 MiB of memory for a 64 MiB file
+    _, uniform = run(params | {"norandommap": 1}, mach=m)
+    _, zipf = run(params | {"random_distribution": "zipf:1.2"}, mach=m)
+    assert zipf.summary["jobs"][0]["read"]["total_ios"] == uniform.summary["jobs"][0]["read"]["total_ios"]
+    assert int(zipf.counters["pgpgin"]) < 0.5 * int(uniform.counters["pgpgin"])

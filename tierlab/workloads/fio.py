@@ -6,7 +6,8 @@ issues I/Os of `bs` bytes -- one read()/write() call (pread/pwrite) each, or one
 `filename` is given. The pattern is fio's `rw`: read / write (sequential from the file's start),
 randread / randwrite (every block once per pass in a random order, like fio's random map; with
 norandommap=1 each I/O's block is drawn uniformly, so blocks repeat within a pass as they do for
-fio's norandommap and t/io_uring), rw / readwrite and randrw (each I/O a read with probability
+fio's norandommap and t/io_uring; with random_distribution=zipf, pareto or normal the blocks come
+from fio's generators, workloads/fio_dist.py), rw / readwrite and randrw (each I/O a read with probability
 rwmixread %). `loops` passes, or with
 time_based=1 passes until `runtime` is over. `runtime` also stops a job that has not finished.
 Under `--scale F` the runtime is divided by F, as the file sizes are (docs/scaling.md: a scaled run
@@ -49,6 +50,7 @@ from ..core.ops import OP_MARK, OP_READ, OP_SYSCALL_END, OP_WRITE
 from ..core.state import IODEPTH_MAX
 from ..errors import ConfigError
 from ..units import PAGE_SIZE, parse_number
+from . import fio_dist
 from .base import (
     CHUNK_ACCESSES, MAX_TASKS, Chunk, Param, Process, Region, Workload, choice_param, int_param,
     policy_param, size_param,
@@ -111,6 +113,9 @@ class Fio(Workload):
         "loops": int_param(1, "passes over the file (without time_based)", lo=1),
         "file_policy": policy_param("default", "memory policy of the page cache, e.g. bind:1 (numactl --membind)"),
         "norandommap": int_param(0, "1: random blocks drawn uniformly, repeats allowed (no random map)", lo=0, hi=1),
+        "random_distribution": Param("random", fio_dist.parse,
+                                     "the blocks of random I/O: random (uniform), zipf[:theta], pareto[:h], "
+                                     "normal[:dev] (fio's generators and hash; workloads/fio_dist.py)"),
         "log_ios": int_param(1024, "a MARK every log_ios I/Os of each job (the throughput log)", lo=1),
     }
     access_params = ("size", "numjobs", "loops")
@@ -186,6 +191,10 @@ class Fio(Workload):
         total = None if self.time_based else self.loops * self.nblocks
         rngs = [np.random.default_rng([seed, j, 1]) for j in range(T)]
         offs = [np.random.default_rng([seed, j, 3]) for j in range(T)]     # norandommap's offsets
+        dist, param = self.random_distribution
+        if dist != "random":
+            offs = [fio_dist.BlockDistribution(dist, param, self.nblocks, np.random.default_rng([seed, j, 4]))
+                    for j in range(T)]
         done = 0                      # I/Os generated per job so far (the same for every job)
         first = True
         clocks = None                 # the jobs' clocks after the previous chunk
@@ -233,12 +242,14 @@ class Fio(Workload):
 
     def _ios(self, job: int, start: int, n: int, seed: int, rng, offs) -> tuple[np.ndarray, np.ndarray]:
         """Pages and ops of I/Os [start, start + n) of a job's stream (`offs`: the job's generator of
-        norandommap offsets, drawn in stream order)."""
+        norandommap offsets, or of a non-uniform distribution's blocks, drawn in stream order)."""
         random, reads = RW[self.rw]
         nb, bsp = self.nblocks, self.bs_pages
         j = np.arange(start, start + n, dtype=np.int64)
         idx = j % nb
-        if random and self.norandommap:
+        if random and isinstance(offs, fio_dist.BlockDistribution):
+            blocks = offs.blocks(n)                 # fio takes these without its random map
+        elif random and self.norandommap:
             blocks = offs.integers(0, nb, n, dtype=np.int64)
         elif random:
             blocks = np.empty(n, np.int64)
