@@ -7,8 +7,8 @@ times: grows it to `anon_size` in `grow_steps` brk() steps, storing to every new
 that take DRAM from the page cache: on a tiered machine with demotion kswapd pushes the file down a
 tier), holds it for `hold_passes` sequential passes of page-sized loads, then shrinks it with brk()
 to `shrink_to` of its size (the freed DRAM is what page-cache promotion can use to bring the file
-back); at the end it exits (exit_mmap frees whatever is left). The hog's MARKs fall at the end of each grow, hold
-and shrink, so `Result.marks_s` (task 1) times the phases.
+back); at the end it exits (exit_mmap frees whatever is left). The hog's MARKs fall at the end of each grow and
+of each hold (two per round; a shrink ends at the next grow's start), so `Result.marks_s` (task 1) times the phases.
 
 Both processes run on the first CPUs (one each when the machine has two), with the default memory
 policy unless `file_policy` / `anon_policy` say otherwise. Note: with the default (local) policy on

@@ -9,7 +9,9 @@ through the mapping, a private writable one by default (mmap=shared-ro maps it r
 mmap engine does for reads, and the NUMA scanner then skips it); with io=read it is a pread() of one page (fio's psync engine); over an anon
 region (target=anon) it is a 4 KiB load (the region is first written once, ending with a MARK, so
 the loads find populated memory). `prefault=1` reads the file once sequentially first (warm page
-cache, as after fio's lay-out), ending with a MARK.
+cache, as after fio's lay-out), ending with a MARK; task 0 does it (and the anon region's first
+write), while the other tasks start their random accesses at once. Every task's last access
+records a MARK (the end of its reads).
 
 Like fio (fadvise_hint, on by default) and the oracle's guest program, a file's random phase runs
 under POSIX_FADV_RANDOM: the file is opened with it when there is no prefault, or task 0 calls
