@@ -6,7 +6,8 @@
   counts nr_tlb_local_flush_all (full) or nr_tlb_local_flush_one per page, unless it is lazy;
 - an unmap with TTU_BATCH_FLUSH: a PROT_NONE or unmapped folio adds nothing; a folio of an mm that
   ran only on the sender is flushed at once, one page per PTE (ptep_clear_flush); otherwise the mm's
-  CPUs join the batch, and try_to_unmap_flush() sends one full flush and empties it;
+  CPUs join the batch, and try_to_unmap_flush() sends one full flush and empties it; a migration
+  without 6.4's batched flushing (migrate_batch_flush=0) flushes each PTE as it goes;
 - MIGRC: which folios it defers, the order of migrate_pages_batch's end (pending CPUs into
   migrc_ubc, the batch's flush, then its sources held), each release (a flush covering the CPUs,
   migrc_flush_free_folios from a write-protect fault, an allocation that fails its watermark or
@@ -20,6 +21,7 @@ import pytest
 from simkit import CXL, DRAM, STORE, counters, machine, make_sim, run, seq
 from tierlab.api import run_config
 from tierlab.core import state as st
+from tierlab.core.params import P
 from tierlab.core.mmzone import take_pages, zone_alloc_ok, zone_watermark_ok
 from tierlab.core.tlb import (
     MIGRC_UBC, TLB_UBC, flush_tlb_mm_range, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_defer,
@@ -131,7 +133,7 @@ def test_unmap_batch_skips_inaccessible_ptes_and_flushes_once():
     assert folio_tlb_mm(s, 12) == 0
     before = counters(sim)
     for x in (10, 11, 12, 13, 14):
-        tlbbatch_add(s, batch, folio_tlb_mm(s, x), x, 1, 1)      # sender: CPU 1 (node 0's kswapd)
+        tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, x), x, 1, 1)   # sender: CPU 1 (node 0's kswapd)
     assert _tlb(sim, before) == (0, 0, 0, 0)                  # deferred
     assert try_to_unmap_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)                  # one full flush to CPUs 0 and 2
@@ -146,9 +148,47 @@ def test_unmap_from_the_only_cpu_flushes_each_pte_at_once():
     _set_mask(s, (0,))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    tlbbatch_add(s, batch, folio_tlb_mm(s, 20), 20, 4, 0)        # a 4-page folio, direct reclaim on CPU 0
+    tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, 20), 20, 4, 0)   # a 4-page folio, direct reclaim on CPU 0
     assert _tlb(sim, before) == (0, 0, 0, 4)                  # ptep_clear_flush: one page per PTE
     assert not batch.any()
+
+
+def test_migration_without_batched_flushing_shoots_down_each_pte_as_it_goes():
+    """migrate_batch_flush=0 (before 6.4's "migrate_pages: batch flushing TLB"): a migrated folio's
+    PTEs are flushed one page each as they are cleared, and the shootdowns are charged to the
+    sender; with 1 (the default) the folio's CPUs join the batch and nothing is sent yet."""
+    from tierlab.core.tlb import try_to_migrate_tlb
+    sim = _sim(migrate_batch_flush=0)
+    s, p = sim.state, sim.p
+    _set_mask(s, (0, 2))
+    batch = s.tlb_ubc[TLB_UBC]
+    before = counters(sim)
+    cost = try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30), 30, 2, 1, False)   # 2 PTEs, from kswapd's CPU 1
+    assert _tlb(sim, before) == (2, 4, 0, 0)                  # a one-page shootdown per PTE, to CPUs 0 and 2
+    assert not batch.any()
+    per_flush = p[P.TLB_SHOOTDOWN_NS] + 2 * p[P.TLB_IPI_NS]
+    assert cost == 2 * per_flush
+    sim = _sim()
+    s, p = sim.state, sim.p
+    _set_mask(s, (0, 2))
+    batch = s.tlb_ubc[TLB_UBC]
+    before = counters(sim)
+    assert try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30), 30, 2, 1, False) == 0.0
+    assert _tlb(sim, before) == (0, 0, 0, 0) and batch.any()      # deferred to the batch's one flush
+
+
+def test_demotion_without_batched_flushing_sends_a_shootdown_per_page():
+    base, unbatched = _demotion("mmap"), _demotion("mmap", migrate_batch_flush=0)
+    b, u = base.counters, unbatched.counters
+    assert u["pgdemote_kswapd"] > 0 and b["nr_tlb_remote_flush"] > 0
+    assert u["nr_tlb_remote_flush"] > 4 * b["nr_tlb_remote_flush"]
+
+
+def test_migrc_needs_batched_flushing():
+    from tierlab.errors import ConfigError
+    from tierlab.kernel import Kernel
+    with pytest.raises(ConfigError, match="migrate_batch_flush"):
+        Kernel(migrc="on", migrate_batch_flush=0).check_combination()
 
 
 def _demotion(io, **knobs):
@@ -248,7 +288,7 @@ def test_migrc_a_batch_that_also_flushes_keeps_its_own_sources_for_the_next_flus
     batch = s.tlb_ubc[TLB_UBC]
     migrc_defer(s, 0)
     s.pgdat["migrc_batch_nr"][0] += 1
-    tlbbatch_add(s, batch, 0, 0, 1, 1)                  # a dirty folio in the same batch
+    tlbbatch_add(s, sim.p, batch, 0, 0, 1, 1)           # a dirty folio in the same batch
     before = counters(sim)
     assert migrc_batch_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)

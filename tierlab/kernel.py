@@ -187,6 +187,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "never deferred: a workload that writes all its memory first (xsbench) runs exactly as with migrc "
          "off; clean read-only mappings of a file are deferred either way",
          choices={"off": 0, "on": 1}),
+    Knob("migrate_batch_flush", 1, "bool", 0, 1, "6.4+: \"migrate_pages: batch flushing TLB\" (Huang Ying, "
+         "2023; migrate_pages_batch); no sysctl",
+         "1: migrate_pages() unmaps a batch of folios with TTU_BATCH_FLUSH and flushes their CPUs once at the "
+         "end (try_to_unmap_flush: one whole flush per batch); 0: as before 6.4, each folio's PTEs are "
+         "flushed as it is unmapped (ptep_clear_flush: a one-page shootdown per PTE), for the ablation. "
+         "Demotion and page-cache promotion; MIGRC needs 1"),
     Knob("anon_folio_orders", 0, "enum", 0, 5,
          "seed 001 (variable-order large anon folios v1/v2, Ryan Roberts 2023) and 6.8+ multi-size THP",
          "the order of a new anon folio at a write fault (core/huge_memory.py): region (each region's own "
@@ -270,6 +276,9 @@ class Kernel:
         is left at `region`, which reads neither: in the kernel the per-size switches are the
         policy, here the policy must be chosen too. (v1/v2 ignore huge_anon_orders_always and mthp
         ignores arch_wants_pte_order: allowed, so one mask can sweep across policies.)"""
+        if self.get("migrc") and not self.get("migrate_batch_flush"):
+            raise ConfigError("migrc: on needs migrate_batch_flush=1 (MIGRC defers flushes inside "
+                              "migrate_pages_batch()'s batched flush); accepted: migrc=off, or migrate_batch_flush=1")
         if self.get("anon_folio_orders") != KNOBS["anon_folio_orders"].choices["region"]:
             return
         readers = {"huge_anon_orders_always": ("mthp",), "arch_wants_pte_order": ("v1", "v2", "v2-simple-order")}

@@ -114,7 +114,7 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, clock + np.int64(cost))
         cost += c
         if ok:
-            try_to_migrate_tlb(s, batch, tlb_mm, x, nr, sender, keep)
+            cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, keep)
         else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
     cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, nr_folios)

@@ -45,6 +45,7 @@ KNOB_NAMES = (
     "pagecache_promotion_lru_gen",    # enum LruGenPromo (mglru.py): candidates under MGLRU
     "migrc",                          # MIGRC series (tlb.py): off / on
     "migration_entry_ad",             # bool: swap_migration_ad_supported (migration keeps PTE young/dirty)
+    "migrate_batch_flush",            # bool: 6.4's "migrate_pages: batch flushing TLB" (tlb.py)
     "anon_folio_orders",              # enum (huge_memory.py ANON_FOLIO_*): the anon fault order policy
     "arch_wants_pte_order",           # the preferred anon folio order of seed 001's v1/v2
     "huge_anon_orders_always",        # bitmask of orders: hugepages-<size>kB/enabled = always (mthp)

@@ -276,7 +276,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             got, c = demote_folio(s, p, nid, x, keep, now + np.int64(cost))
             cost += c
             if got > 0:
-                try_to_migrate_tlb(s, batch, tlb_mm, x, nr, sender, keep)
+                cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, keep)
                 demoted += got
                 reclaimed += got
                 nr_demote_folios += 1
@@ -291,7 +291,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             got, c = reclaim_folio(s, p, nid, y, now + np.int64(cost))
             cost += c
             if got > 0:
-                tlbbatch_add(s, batch, tlb_mm, y, got, sender)
+                tlbbatch_add(s, p, batch, tlb_mm, y, got, sender)
                 reclaimed += got
                 continue
             # anon without swap space: add_to_swap() fails and the folio is activated

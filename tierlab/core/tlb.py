@@ -218,7 +218,7 @@ def should_defer_flush(s, mm, sender):
 
 
 @jit_inline
-def tlbbatch_add(s, batch, mm, head, nr, sender):
+def tlbbatch_add(s, p, batch, mm, head, nr, sender):
     """The TLB side of unmapping the folio of nr pages at `head` that `mm` maps accessibly (folio_tlb_mm), from
     CPU `sender` with TTU_BATCH_FLUSH: the mm's CPUs join the batch when the flush can be deferred
     (set_tlb_ubc_flush_pending); otherwise each PTE is flushed at once (ptep_clear_flush: a
@@ -230,9 +230,18 @@ def tlbbatch_add(s, batch, mm, head, nr, sender):
         for w in range(MM_CPUMASK_WORDS):
             batch[w] |= mask[w]
     else:
-        local = cpu_in_mask(mask, sender)
-        for i in range(nr):
-            flush_tlb_mask(s, mask, sender, head + i, 1, local)
+        ptep_clear_flush(s, p, mask, sender, head, nr)
+
+
+@jit_inline
+def ptep_clear_flush(s, p, mask, sender, head, nr):
+    """Each of the folio's nr PTEs flushed as it is cleared: a one-page flush of the CPUs in `mask`
+    per PTE. Returns what the shootdowns cost the sender (nothing when only the sender flushed)."""
+    local = cpu_in_mask(mask, sender)
+    cost = 0.0
+    for i in range(nr):
+        cost += shootdown_ns(s, p, flush_tlb_mask(s, mask, sender, head + i, 1, local))
+    return cost
 
 
 @jit_inline
@@ -317,13 +326,18 @@ def migrc_defer(s, mm):
 
 
 @jit_inline
-def try_to_migrate_tlb(s, batch, mm, head, nr, sender, deferred):
+def try_to_migrate_tlb(s, p, batch, mm, head, nr, sender, deferred):
     """The TLB side of try_to_migrate() for a folio that migrated: its CPUs go to MIGRC's read-only
-    batch when migrc_can_defer() said so before the move (`deferred`), else tlbbatch_add()."""
+    batch when migrc_can_defer() said so before the move (`deferred`), else tlbbatch_add() (6.4's
+    TTU_BATCH_FLUSH). With migrate_batch_flush=0 (before 6.4) each PTE is flushed now
+    (ptep_clear_flush). Returns the cost of flushes sent now (the batch's comes at its end)."""
     if deferred:
         migrc_defer(s, mm)
-    else:
-        tlbbatch_add(s, batch, mm, head, nr, sender)
+    elif p[P.MIGRATE_BATCH_FLUSH] != 0:
+        tlbbatch_add(s, p, batch, mm, head, nr, sender)
+    elif mm != NO_MM:
+        return ptep_clear_flush(s, p, s.mm[mm].cpumask, sender, head, nr)
+    return 0.0
 
 
 @jit
