@@ -12,7 +12,7 @@ from numba.core.caching import IndexDataCacheFile
 
 from tierlab import jitcache
 from tierlab.core import _cache, engine
-from tierlab.core._jit import ENGINE_CACHE_DIR, _twin_function
+from tierlab.core._jit import _twin_function
 
 MODULE = """
 import numpy as np
@@ -56,6 +56,7 @@ class Mode(enum.IntEnum):
 """
 
 _versions = iter(range(10**6))
+KERNELS_DIR = _cache.CACHE_DIR        # before the fixture below points it at a test directory
 
 
 @pytest.fixture(autouse=True)
@@ -122,7 +123,7 @@ def test_the_engine_is_described_without_falling_back_and_stamps_repeat_across_p
 def test_engine_kernels_use_the_stamped_locator():
     locator = engine.run._cache._impl.locator
     assert isinstance(locator, _cache.StampedLocator)
-    assert locator.get_cache_path().startswith(ENGINE_CACHE_DIR)
+    assert locator.get_cache_path().startswith(KERNELS_DIR)
     assert locator.get_source_stamp() == _cache.kernel_stamp(engine.run.py_func)
 
 

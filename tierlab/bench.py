@@ -214,13 +214,20 @@ def bench_libcachesim(quick: bool = False) -> dict:
     return {k: out[k] for k in keys if k in out}
 
 
+def _cold_env(cache: str) -> dict:
+    """A child's environment with an empty numba cache at `cache`; Python may write its bytecode, as a
+    user's runs do (this environment may set PYTHONDONTWRITEBYTECODE)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def bench_startup(args: list[str] | None = None) -> dict:
     """Cold (empty NUMBA_CACHE_DIR) and warm (same dir, filled) wall time of `python -m tierlab run`."""
     args = list(args or STARTUP_ARGS)
     cmd = [sys.executable, "-m", "tierlab"] + args
     cache = tempfile.mkdtemp(prefix="tierlab-bench-numba-")
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = _cold_env(cache)
     try:
         times = []
         for _ in range(2):
@@ -257,8 +264,7 @@ def bench_compile(args: list[str] | None = None, top: int = 12) -> dict:
     from .codesize import measure
     args = list(args or STARTUP_ARGS)
     cache = tempfile.mkdtemp(prefix="tierlab-bench-numba-")
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = _cold_env(cache)
     try:
         p = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, json.dumps(args)], env=env,
                            capture_output=True, text=True)

@@ -31,43 +31,13 @@ class SimStateType(types.NamedTuple):
 
 
 @register_default(SimStateType)
-class SimStateModel(models.DataModel):
-    """A pointer to the struct numba would pass by value."""
+class SimStateModel(models.PrimitiveModel):
+    """A pointer to the struct numba would pass by value: the same value as argument, data and
+    return (PrimitiveModel's identity conversions)."""
 
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type)
-        self._struct = dmm.lookup(fe_type.as_value_tuple()).get_value_type()
-        self._ptr = self._struct.as_pointer()
-
-    def get_value_type(self):
-        return self._ptr
-
-    def get_argument_type(self):
-        return self._ptr
-
-    def get_return_type(self):
-        return self._ptr
-
-    def get_data_type(self):
-        return self._ptr
-
-    def as_argument(self, builder, value):
-        return value
-
-    def from_argument(self, builder, value):
-        return value
-
-    def as_return(self, builder, value):
-        return value
-
-    def from_return(self, builder, value):
-        return value
-
-    def as_data(self, builder, value):
-        return value
-
-    def from_data(self, builder, value):
-        return value
+        struct = dmm.lookup(fe_type.as_value_tuple()).get_value_type()
+        super().__init__(dmm, fe_type, struct.as_pointer())
 
 
 @lower_getattr_generic(SimStateType)

@@ -22,7 +22,7 @@
   kernels it links in are internal, so LLVM drops the arguments a kernel never reads and the
   bodies it inlined everywhere.
 - SimState goes by reference (`_abi.py`): one pointer per call, not ~450 words.
-- the on-disk cache (`ENGINE_CACHE_DIR`, one directory for tierlab's functions) knows which
+- the on-disk cache (`_cache.CACHE_DIR`, one directory for tierlab's functions) knows which
   kernels an edit makes stale (`_cache.StampedLocator`): numba checks only the defining file,
   but a kernel freezes constants of other files (params.P indices, state dtypes, vmstat items)
   and, link-only, holds the code of the kernels it calls; each kernel's stamp covers all of that,
@@ -36,13 +36,12 @@ from numba.core import codegen
 from numba.core.registry import CPUDispatcher
 from numba.core.targetconfig import ConfigStack
 
-from ._cache import CACHE_DIR, StampedLocator
+from ._cache import StampedLocator
 
 OPTIONS = dict(error_model="numpy", _nrt=False)
 
 
 StampedLocator.install()
-ENGINE_CACHE_DIR = CACHE_DIR
 
 
 class _LinkOnly:

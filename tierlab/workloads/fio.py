@@ -192,15 +192,15 @@ class Fio(Workload):
         rngs = [np.random.default_rng([seed, j, 1]) for j in range(T)]
         offs = [np.random.default_rng([seed, j, 3]) for j in range(T)]     # norandommap's offsets
         dist, param = self.random_distribution
-        if dist != "random":
-            offs = [fio_dist.BlockDistribution(dist, param, self.nblocks, np.random.default_rng([seed, j, 4]))
-                    for j in range(T)]
+        dists = [None if dist == "random" else
+                 fio_dist.BlockDistribution(dist, param, self.nblocks, np.random.default_rng([seed, j, 4]))
+                 for j in range(T)]
         done = 0                      # I/Os generated per job so far (the same for every job)
         first = True
         clocks = None                 # the jobs' clocks after the previous chunk
         while total is None or done < total:
             n = per if total is None else min(per, total - done)
-            parts = [self._ios(j, done, n, seed, rngs[j], offs[j]) for j in range(T)]
+            parts = [self._ios(j, done, n, seed, rngs[j], offs[j], dists[j]) for j in range(T)]
             chunk = Chunk(np.arange(T + 1, dtype=np.int64) * n * bsp,
                           np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]),
                           start_phase=first, runtime_ns=self.runtime if first else None)
@@ -240,15 +240,16 @@ class Fio(Workload):
                 offs.append(offs[-1] + (hi - lo if j in readers else 0))
             yield Chunk(np.array(offs, np.int64), np.concatenate(pages), np.concatenate(ops))
 
-    def _ios(self, job: int, start: int, n: int, seed: int, rng, offs) -> tuple[np.ndarray, np.ndarray]:
+    def _ios(self, job: int, start: int, n: int, seed: int, rng, offs, dist) -> tuple[np.ndarray, np.ndarray]:
         """Pages and ops of I/Os [start, start + n) of a job's stream (`offs`: the job's generator of
-        norandommap offsets, or of a non-uniform distribution's blocks, drawn in stream order)."""
+        norandommap offsets; `dist`: its fio_dist.BlockDistribution, None for random; both drawn in
+        stream order)."""
         random, reads = RW[self.rw]
         nb, bsp = self.nblocks, self.bs_pages
         j = np.arange(start, start + n, dtype=np.int64)
         idx = j % nb
-        if random and isinstance(offs, fio_dist.BlockDistribution):
-            blocks = offs.blocks(n)                 # fio takes these without its random map
+        if random and dist is not None:
+            blocks = dist.blocks(n)                 # fio takes these without its random map
         elif random and self.norandommap:
             blocks = offs.integers(0, nb, n, dtype=np.int64)
         elif random:
