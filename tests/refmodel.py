@@ -580,7 +580,9 @@ class RefModel:
         mask = (1 << int(self.k["access_time_bits"])) - 1
         last = self.stamp[head] & mask             # numa_hint_fault_latency(): xchg the access time
         self.stamp[head] = ms & mask
-        if ((ms - last) & mask) >= th:
+        lead = 4     # stamp_lead_ms(): with every clock at 0 (this model's regime) only a jiffy's rounding
+        latency = 0 if ((last - ms) & mask) <= lead else (ms - last) & mask   # a stamp from a thread ahead
+        if latency >= th:
             self.count(dst, "numa_latency_rejects")
             return False
         self.count(dst, "pgpromote_candidate", nr)  # numa_promotion_rate_limit()

@@ -60,7 +60,8 @@ def stream(tasks, costs=None):
     (long enough against the 262-us window for the loop to settle).
     The run is cut into chunks short enough (256 accesses per task, < 2.5 ms at the peak) for the
     calendar's ring (16.8 ms) to hold every bin between two chunks: the CXL node's bins are read
-    after each. Returns (simulation, {bin: bytes}, [t1, t2) the bins during which every task was
+    whenever the next chunk is asked for (a task ran out: the tasks' clocks are within a quantum of
+    each other) and at the end. Returns (simulation, {bin: bytes}, [t1, t2) the bins during which every task was
     in its cycles)."""
     wl = FileRead(file_size=f"{FILE_PAGES * 4}KiB", read_size="64KiB", cycles=CYCLES, tasks=tasks,
                   file_policy="bind:1")
@@ -77,6 +78,7 @@ def stream(tasks, costs=None):
             yield ch
             record()
     sim.run(chunks=recorded(split(wl.chunks(1), 256)))
+    record()                                          # what ran after the last chunk was asked for
     assert sim.state.membw[1].nr_beyond == 0          # no booking fell out of the horizon
     marks = sim.result().marks_s
     t1 = int(marks[marks.mark == 0].time_s.max() * 1e9) // MEM_BW_BIN_NS + 1

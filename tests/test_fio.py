@@ -195,16 +195,22 @@ def test_time_based_jobs_stop_while_kswapd_holds_their_cpu():
         assert job["job_runtime"] >= 2
 
 
-def test_a_time_based_stream_that_makes_no_progress_stops_with_a_message():
-    """The guard behind the hang above: a chunk after which no job's clock moved and not every job
-    is stopped raises instead of feeding the same jobs for ever."""
-    from tierlab.workloads.base import Progress
-    g = make_workload("fio", {"rw": "randread", "size": "1MiB", "time_based": 1, "runtime": "1ms"}).chunks(0)
-    next(g)
-    stuck = Progress(task_clock_ns=np.array([5_000]), stopped=np.array([False]), phase_start_ns=0)
-    g.send(stuck)
-    with pytest.raises(RuntimeError, match=r"no job's clock moved, while jobs \[0\]"):
-        g.send(stuck)
+def test_a_stream_that_never_ends_stops_with_a_message(monkeypatch):
+    """The guard behind the hang above, now in the API (feed.py): a generator that goes on feeding
+    jobs whose runtime is over raises instead of being asked for ever."""
+    import tierlab.api as api
+    from tierlab.workloads.base import Chunk
+    monkeypatch.setattr(api, "FUTILE_CHUNKS", 50)
+    wl = make_workload("fio", {"rw": "randread", "size": "1MiB", "time_based": 1, "runtime": "1ms"})
+    first = next(wl.chunks(0))
+
+    def stuck():
+        yield first
+        while True:                       # ignores Progress.stopped
+            yield Chunk(first.offsets, first.pages, first.ops)
+    sim = Simulation(machine((1 << 15, 4, 576)), Kernel(), wl)
+    with pytest.raises(RuntimeError, match="every task's input has ended and 50 chunks in a row gave it none"):
+        sim.run(chunks=stuck())
 
 
 @pytest.fixture(scope="module")

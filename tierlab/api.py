@@ -32,6 +32,9 @@ from .core.profile import KSYMS, NOT_CPU
 from .core.vmstat import MTHP_STAT_NAMES, NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
+from .feed import TaskInput
+
+FUTILE_CHUNKS = 100_000    # chunks in a row that give no task able to run any input: a stuck generator
 from .kernel import KNOBS, Kernel
 from .machine import Machine
 from .workloads.base import Progress, Workload
@@ -201,10 +204,11 @@ class Simulation:
             # then the CPUs only a kswapd runs on
             cpu_nodes=sim_cpu_nodes, kswapd_cpu=kswapd_cpu,
             task_cpu=np.asarray(lay.task_cpu, dtype=np.int64), task_mm=np.asarray(lay.task_mm, dtype=np.int64),
-            task_start=np.asarray([lay.mm_start_ns[i] for i in lay.task_mm], dtype=np.int64),
+            task_start=np.asarray([lay.mm_start_ns[i] if lay.mm_after[i] < 0 else st.NO_START for i in lay.task_mm],
+                                  dtype=np.int64),
             task_node_stamp=thread_node_stamps(self.kernel, [pr.threads for pr in lay.processes], self.workload.scale),
             mm_start=lay.mm_start_ns, mm_policy=lay.mm_policy,
-            mm_text_pages=[pr.text_pages for pr in lay.processes],
+            mm_text_pages=[pr.text_pages for pr in lay.processes], mm_start_after=lay.mm_after,
             tlb_geometry=m.tlb.geometry() if self.tlb_model == "set_assoc" else None,
             buddy=self.page_alloc_model == "buddy",
             mm_next_scan=mm_first_scan_jiffies(self.kernel, lay.mm_start_ns, self.workload.scale),
@@ -273,59 +277,116 @@ class Simulation:
 
     # ---- running ---------------------------------------------------------------------------
     def run(self, chunks=None, progress=None) -> "Simulation":
-        """Run the workload's chunks (or the given iterable of Chunk). A generator of chunks gets a
-        Progress (workloads.base) sent in after each of its chunks has run."""
+        """Run the workload's chunks (or the given iterable of Chunk) to their end. Chunks are taken
+        as tasks need input (feed.TaskInput): a task that runs out asks for the next chunk, whose
+        parts go after each task's rest. A chunk that starts a phase waits until every task has run
+        its input. A generator of chunks gets a Progress (workloads.base) sent in when the next
+        chunk is asked for: the tasks' clocks then. `progress(n)` is called with each chunk's
+        number of ops."""
         if chunks is None:
             chunks = self.workload.chunks(self.seed)
         it = iter(chunks)
         send = getattr(it, "send", None)
-        fed = None
-        while True:
+        task = self.state.task
+        inp = TaskInput(task.shape[0])
+        task["input_end"] = task["dead"]
+        self.state.sys[0]["resume_cpu"] = -1
+        held = None            # a chunk that starts a phase, until every task has run its input
+        done_pulls = 0
+        asked = False
+        exhausted = False
+
+        def pull() -> bool:
+            """The next chunk's parts, after each task's rest; False when none comes before every
+            task has run its input (the stream ended, or the next chunk starts a phase)."""
+            nonlocal held, asked, exhausted
+            if exhausted or held is not None:
+                return False
+            task = self.state.task
             try:
-                ch = next(it) if fed is None or send is None else send(fed)
+                if asked and send is not None:
+                    ch = send(Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
+                                       phase_start_ns=self.phase_start_ns))
+                else:
+                    ch = next(it)
             except StopIteration:
-                break
-            if ch.start_phase:
-                self._start_phase(ch.runtime_ns)
+                exhausted = True
+                task["input_end"] = 1
+                return False
             if self.workload.control_ops:
                 check_control_ops(ch, self._regions, self.state)
-            pos = ch.offsets[:-1].copy()
-            while True:
-                status = run(self.state, self.p, ch.offsets, ch.pages, ch.ops, pos, self._scratch, self._cands)
-                if status == st.STATUS_SAMPLES_FULL:
-                    self._drain_samples()
-                    continue
-                if status == st.STATUS_OOM:
-                    raise ConfigError(self._oom_message())
-                if status == st.STATUS_SEGV:
-                    raise ConfigError(self._segv_message())
-                if status == st.STATUS_MARKS_FULL:
-                    old = self.state.marks
-                    grown = np.zeros((old.shape[0], 2 * old.shape[1]), dtype=old.dtype)
-                    grown[:, :old.shape[1]] = old
-                    self.state = self.state._replace(marks=grown)
-                    continue
-                break
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
-            task = self.state.task
-            fed = Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
-                           phase_start_ns=self.phase_start_ns)
+            if ch.start_phase and asked:
+                held = ch
+                task["input_end"] = 1
+                return False
+            asked = True
+            if ch.start_phase:
+                self._start_phase(ch.runtime_ns)
+            inp.append(ch.offsets, ch.pages, ch.ops, task["input_end"] == 0)
+            return True
+
+        pull()      # before any quantum: a first chunk that starts a phase sets the tasks' stops
+        while True:
+            status = run(self.state, self.p, inp.offsets, inp.pages, inp.ops, inp.pos, self._scratch, self._cands)
+            if status == st.STATUS_SAMPLES_FULL:
+                self._drain_samples()
+                continue
+            if status == st.STATUS_OOM:
+                raise ConfigError(self._oom_message())
+            if status == st.STATUS_SEGV:
+                raise ConfigError(self._segv_message())
+            if status == st.STATUS_MARKS_FULL:
+                old = self.state.marks
+                grown = np.zeros((old.shape[0], 2 * old.shape[1]), dtype=old.dtype)
+                grown[:, :old.shape[1]] = old
+                self.state = self.state._replace(marks=grown)
+                continue
+            if status == st.STATUS_NEED_INPUT:
+                t = int(self.state.sys[0]["need_input"])
+                before, futile = int(inp.added[t]), 0
+                while inp.added[t] == before and not self.state.task[t]["input_end"] and pull():
+                    futile = self._futile(futile, f"task {t} ran out of input and")
+                continue
+            # every task has exited or run all its input
+            if held is not None:
+                ch, held = held, None
+                self._start_phase(ch.runtime_ns)
+                inp.append(ch.offsets, ch.pages, ch.ops, self.state.task["input_end"] == 0)
+                continue
+            if exhausted:
+                break
+            # the stream goes on though every task's has ended (e.g. every job's runtime is over):
+            # the generator is to end it
+            done_pulls = self._futile(done_pulls, "every task's input has ended and")
+            if pull() and inp.left().any():
+                done_pulls = 0
         mem_bw_flush_all(self.state.mem, self.state.membw)
         self._drain_samples()
         return self
+
+    def _futile(self, n: int, what: str) -> int:
+        """One more chunk asked for in vain; past FUTILE_CHUNKS the workload's generator is stuck
+        (it feeds tasks that cannot take input, or none at all) and the run stops saying so."""
+        if n + 1 > FUTILE_CHUNKS:
+            raise RuntimeError(f"workload {self.workload.name}: {what} {FUTILE_CHUNKS} chunks in a row gave it none "
+                               "(its chunk generator never ends the stream: a workload bug, please report it)")
+        return n + 1
 
     def _start_phase(self, runtime_ns: int | None) -> None:
         """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier
         CPU idles until then), with empty latency histograms, and stops issuing accesses
         runtime_ns later (None: no limit)."""
         s = self.state
+        assert s.sys[0]["resume_cpu"] < 0, "a phase starts while a quantum waits for input"
         t0 = int(max(s.cpu["clock"].max(), s.task["end"].max()))
         s.cpu["clock"] = t0
         s.task["end"] = t0
         s.task["stop_at"] = st.NO_STOP if runtime_ns is None else t0 + int(runtime_ns)
         s.task["call_clock"] = t0
         s.task["clat_hist"] = 0
+        s.task["input_end"] = s.task["dead"]
         s.sys[0]["now"] = max(int(s.sys[0]["now"]), t0)
         self.phase_start_ns = t0
 

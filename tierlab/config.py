@@ -112,6 +112,7 @@ class Layout:
     region_vma_policy: list
     mm_start_ns: list
     mm_policy: list
+    mm_after: list             # per mm, the mm whose exit starts it (Process.after), -1: none
 
 
 @dataclass
@@ -267,7 +268,7 @@ def check_processes(machine, kernel, workload, regions) -> Layout:
         raise ConfigError(f"workload {workload.name}: region names must be unique")
     cpu_nodes = machine.cpu_nodes()
     region_mm = [-1] * len(regions)
-    task_mm, task_cpu, mm_policy, mm_start = [], [], [], []
+    task_mm, task_cpu, mm_policy, mm_start, mm_after = [], [], [], [], []
     load = [0] * len(cpu_nodes)
     for i, pr in enumerate(procs):
         key = f"process {pr.name}"
@@ -306,6 +307,14 @@ def check_processes(machine, kernel, workload, regions) -> Layout:
         code, flags, nl = policy_code(pr.policy, nodes, f"{key}: policy")
         mm_policy.append((code, flags, sum(1 << n for n in nl)))
         mm_start.append(int(round(float(pr.start_ms) * 1e6)))
+        if pr.after:
+            earlier = [q.name for q in procs[:i]]
+            if pr.after not in earlier:
+                raise ConfigError(f"{key}: after: {pr.after!r} is not an earlier process; accepted: "
+                                  f"{', '.join(earlier) or 'none (the first process starts at start_ms)'}")
+            mm_after.append(earlier.index(pr.after))
+        else:
+            mm_after.append(-1)
     rpol, rnodes, rflags, rown = [], [], [], []
     for r, reg in enumerate(regions):
         own = reg.policy != "default"
@@ -322,7 +331,7 @@ def check_processes(machine, kernel, workload, regions) -> Layout:
     cpu_ids = sorted(set(task_cpu))
     slot = {c: i for i, c in enumerate(cpu_ids)}
     return Layout(procs, task_mm, [slot[c] for c in task_cpu], cpu_ids, region_mm, mapped, rpol, rnodes,
-                  rflags, rown, mm_start, mm_policy)
+                  rflags, rown, mm_start, mm_policy, mm_after)
 
 
 def parse_seed(value) -> int:

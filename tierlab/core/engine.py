@@ -43,22 +43,22 @@ from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
 from .mm import cpumask_set_cpu, do_ctrl
-from .numa_balancing import jiffies_at, next_numa_tick, task_tick_numa
+from .numa_balancing import init_numa_balancing, jiffies_at, next_numa_tick, task_tick_numa
 from .ops import (
     ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CPU, OP_CTRL, OP_KIND_MASK,
     OP_MARK, OP_READ, OP_STOP, OP_SYSCALL_END,
 )
-from .readahead import call_pages_left, page_cache_async_ra, page_present
+from .readahead import call_goes_on, call_pages_left, page_cache_async_ra, page_present
 from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
 from .sched import (
     INF, cpu_ready_at, kswapd_dequeue, sched_account, sched_dequeue_task, sched_init_chunk,
-    sched_need_pick, sched_next_event, sched_resched,
+    sched_need_pick, sched_next_event, sched_resched, sched_wake_task,
 )
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
-    STATUS_DONE, STATUS_MARKS_FULL, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
+    STATUS_DONE, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
@@ -168,13 +168,31 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
 @jit
 def task_ctrl(s, p, task, cpu, op, arg, clock):
     """A control op of `task` (ops.CTRL_*, mm.py). At exit the task's queued work runs first
-    (exit_task_work: a promotion list is migrated, not dropped). Returns (cost, ok); not ok is a
+    (exit_task_work: a promotion list is migrated, not dropped), and once its process's mm is torn
+    down the processes waiting for that start (start_waiting). Returns (cost, ok); not ok is a
     SIGSEGV (`sys.segv_*`)."""
     cost = 0.0
-    if (op & CTRL_KIND_MASK) == CTRL_EXIT and s.task[task].promo_count > 0:
+    exiting = (op & CTRL_KIND_MASK) == CTRL_EXIT
+    if exiting and s.task[task].promo_count > 0:
         cost += task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock)
     c, ok = do_ctrl(s, p, task, op, arg, clock + np.int64(cost))
-    return cost + c, ok
+    cost += c
+    if exiting and ok and s.mm[s.task[task].mm].users == 0:
+        start_waiting(s, p, s.task[task].mm, clock + np.int64(cost))
+    return cost, ok
+
+
+@jit
+def start_waiting(s, p, mm, at):
+    """The processes whose start waits for `mm`'s exit (mm.start_after: a parent that waits for one
+    child and forks the next, as make's job server does) become runnable at `at`, each with its
+    mm's NUMA scan starting as for a process started then (init_numa_balancing)."""
+    for m in range(s.mm.shape[0]):
+        if s.mm[m].start_after == mm:
+            init_numa_balancing(s, p, m, at)
+            for t in range(s.task.shape[0]):
+                if s.task[t].mm == m:
+                    sched_wake_task(s, t, at)
 
 
 @jit_inline
@@ -215,109 +233,144 @@ def take_sample(s, t):
     s.sys[0].nr_samples = row + 1
 
 
+@jit
+def run_kswapd(s, p, c, nid, clock, scratch):
+    """Node nid's kswapd runs one reclaim batch (balance_pgdat step) on CPU c from `clock`."""
+    if s.pgdat[nid].kswapd_clock < clock:
+        s.pgdat[nid].kswapd_clock = clock
+    e = s.task.shape[0] + nid
+    s.sys[0].current = e
+    kswapd_step(s, p, nid, scratch)
+    end_t = max(s.pgdat[nid].kswapd_clock, clock)
+    sched_account(s, e, end_t - clock)
+    s.cpu[c].clock = end_t
+    if not s.pgdat[nid].kswapd_awake:
+        kswapd_dequeue(s, nid)
+
+
+@jit
+def quantum_limit(s, p, c, t, clock, second_t):
+    """Where task t's quantum on CPU c from `clock` ends: a quantum past the runner-up CPU's time
+    (`second_t`; INF: none, then past the next sample), at the next sample, at the end of its CFS
+    slice, at its CPU's next runqueue event, at its stop."""
+    limit = second_t if second_t < INF else s.sys[0].next_sample
+    limit = max(limit, clock) + np.int64(p[P.QUANTUM_NS])
+    if s.sys[0].next_sample < limit and s.sys[0].next_sample > clock:
+        limit = s.sys[0].next_sample
+    if s.cpu[c].nr_running > 1:
+        # check_preempt_tick: the slice ends (the runtime used so far is runtime - slice_start)
+        limit = min(limit, clock + s.cpu[c].slice_ns - (s.task[t].runtime - s.cpu[c].slice_start))
+    limit = min(limit, sched_next_event(s, c, clock))
+    if s.task[t].stop_at < limit:
+        limit = max(s.task[t].stop_at, clock)
+    return limit
+
+
 @jit_entry
 def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
-    """Run every task through its part of the chunk. Resumable: returns a status and keeps the
-    per-task positions in `task_pos`; `scratch` (int64[64]) and `cands` (int64[N]) are work buffers.
-    STATUS_SAMPLES_FULL asks the caller to drain samples and call again; STATUS_MARKS_FULL to grow
-    `marks`; STATUS_OOM and STATUS_SEGV (an access or control op outside the task's VMAs) stop
-    the run. A task runs from its `start` time (an idle CPU's clock jumps to it) until its
-    accesses are taken or it exits."""
+    """Run the tasks through their input in virtual time. Resumable: returns a status and keeps
+    each task's position in `task_pos` (task t's input is ops[task_pos[t]:offsets[t + 1]]);
+    `scratch` (int64[64]) and `cands` (int64[N]) are work buffers. STATUS_DONE: every task has
+    exited or its input has ended (task.input_end) and been taken. STATUS_NEED_INPUT: the task
+    `sys.need_input` ran out of input within its quantum (or before a read() call whose end is
+    not buffered yet, which readahead must see); the caller appends its next ops, or sets
+    input_end, and calls again, and the quantum goes on where it stopped, so the schedule does not
+    depend on how the input was cut. STATUS_SAMPLES_FULL asks the caller to drain samples and call
+    again; STATUS_MARKS_FULL to grow `marks`; STATUS_OOM and STATUS_SEGV (an access or control op
+    outside the task's VMAs) stop the run. A task runs from its `start` time (an idle CPU's clock
+    jumps to it) until its input ends or it exits."""
     ntasks = task_pos.shape[0]
     ncpu = s.cpu.shape[0]
     nnodes = s.pgdat.shape[0]
     interval = np.int64(p[P.SAMPLE_INTERVAL_NS])
     numa_on = p[P.NUMA_BALANCING] != 0
-    quantum = np.int64(p[P.QUANTUM_NS])
     fast_case = p[P.FAST_CASE] != 0
+    s.sys[0].need_input = -1
     sched_init_chunk(s, task_pos, offsets)
     while True:
-        # the CPU that is next to do something (its clock, or when an idle CPU's next entity
-        # becomes runnable: a task's start, a woken kswapd not yet enqueued), and the runner-up
-        # (bounds the quantum): O(CPUs + nodes)
-        best = -1
-        best_t = INF
-        second_t = INF
-        for c in range(ncpu):
-            ct = cpu_ready_at(s, c)
-            if ct < best_t:
-                second_t = best_t
-                best_t = ct
-                best = c
-            elif ct < second_t:
-                second_t = ct
-        for nid in range(nnodes):
-            g = s.pgdat[nid]
-            if g.kswapd_awake and not g.kswapd_on_rq:
-                c = g.kswapd_cpu
-                kt = max(s.cpu[c].clock, g.kswapd_clock)
-                if kt < best_t:
-                    second_t = best_t
-                    best_t = kt
-                    best = c
-                elif kt < second_t:
-                    second_t = kt
-        if best < 0:
-            return STATUS_DONE
-        while s.sys[0].next_sample <= best_t:
-            if s.sys[0].nr_samples >= s.samples.shape[0]:
-                return STATUS_SAMPLES_FULL
-            take_sample(s, s.sys[0].next_sample)
-            s.sys[0].next_sample += interval
-        c = best
-        clock = max(s.cpu[c].clock, best_t)      # an idle CPU's clock jumps to its next entity
-        s.cpu[c].clock = clock
-        t = s.cpu[c].curr
-        if sched_need_pick(s, c, clock):
-            t = sched_resched(s, p, c, clock, task_pos, offsets)
-            if t < 0:
-                continue
-        if t >= ntasks:
-            # kswapd: one reclaim batch (balance_pgdat step) on its CPU's clock
-            nid = t - ntasks
-            if s.pgdat[nid].kswapd_clock < clock:
-                s.pgdat[nid].kswapd_clock = clock
+        if s.sys[0].resume_cpu >= 0:
+            # the quantum that stopped for input goes on as if it never had
+            c = s.sys[0].resume_cpu
+            s.sys[0].resume_cpu = -1
+            t = s.cpu[c].curr
+            clock = s.cpu[c].clock
+            limit = s.sys[0].resume_limit
+            scan_at = s.sys[0].resume_scan_at
+            wakeups = s.sys[0].resume_wakeups
             s.sys[0].current = t
-            kswapd_step(s, p, nid, scratch)
-            end_t = max(s.pgdat[nid].kswapd_clock, clock)
-            sched_account(s, t, end_t - clock)
-            s.cpu[c].clock = end_t
-            if not s.pgdat[nid].kswapd_awake:
-                kswapd_dequeue(s, nid)
-            if s.sys[0].oom_min_ttl_node >= 0:
-                return STATUS_OOM               # MGLRU's min_ttl_ms called the OOM killer
-            continue
-        if clock >= s.task[t].stop_at:
-            task_pos[t] = offsets[t + 1]        # the task's runtime is over (fio time_based): the rest is not issued
-            # the task waited for its CPU (a kswapd sharing it ran) past its stop: its clock is the
-            # CPU's now, which is what says it stopped (Progress.stopped reads task.end)
-            s.task[t].end = max(s.task[t].end, clock)
-            sched_dequeue_task(s, t)
-            continue
-        cpumask_set_cpu(s, s.task[t].mm, c)
-        s.sys[0].current = t
+        else:
+            # the CPU that is next to do something (its clock, or when an idle CPU's next entity
+            # becomes runnable: a task's start, a woken kswapd not yet enqueued), and the runner-up
+            # (bounds the quantum): O(CPUs + nodes)
+            best = -1
+            best_t = INF
+            second_t = INF
+            for c in range(ncpu):
+                ct = cpu_ready_at(s, c)
+                if ct < best_t:
+                    second_t = best_t
+                    best_t = ct
+                    best = c
+                elif ct < second_t:
+                    second_t = ct
+            for nid in range(nnodes):
+                g = s.pgdat[nid]
+                if g.kswapd_awake and not g.kswapd_on_rq:
+                    c = g.kswapd_cpu
+                    kt = max(s.cpu[c].clock, g.kswapd_clock)
+                    if kt < best_t:
+                        second_t = best_t
+                        best_t = kt
+                        best = c
+                    elif kt < second_t:
+                        second_t = kt
+            if best < 0:
+                return STATUS_DONE
+            while s.sys[0].next_sample <= best_t:
+                if s.sys[0].nr_samples >= s.samples.shape[0]:
+                    return STATUS_SAMPLES_FULL
+                take_sample(s, s.sys[0].next_sample)
+                s.sys[0].next_sample += interval
+            c = best
+            clock = max(s.cpu[c].clock, best_t)      # an idle CPU's clock jumps to its next entity
+            s.cpu[c].clock = clock
+            t = s.cpu[c].curr
+            if sched_need_pick(s, c, clock):
+                t = sched_resched(s, p, c, clock, task_pos, offsets)
+                if t < 0:
+                    continue
+            if t >= ntasks:
+                run_kswapd(s, p, c, t - ntasks, clock, scratch)
+                if s.sys[0].oom_min_ttl_node >= 0:
+                    return STATUS_OOM               # MGLRU's min_ttl_ms called the OOM killer
+                continue
+            if clock >= s.task[t].stop_at:
+                task_pos[t] = offsets[t + 1]        # the task's runtime is over (fio time_based): the rest is not issued
+                s.task[t].input_end = 1
+                # the task waited for its CPU (a kswapd sharing it ran) past its stop: its clock is the
+                # CPU's now, which is what says it stopped (Progress.stopped reads task.end)
+                s.task[t].end = max(s.task[t].end, clock)
+                sched_dequeue_task(s, t)
+                continue
+            cpumask_set_cpu(s, s.task[t].mm, c)
+            s.sys[0].current = t
+            limit = quantum_limit(s, p, c, t, clock, second_t)
+            if s.task[t].call_start and s.task[t].call_clock < clock:
+                s.task[t].call_clock = clock        # a call starts when its task runs again
+            wakeups = s.sys[0].wakeups
+            scan_at = next_numa_tick(s, p, t, clock, clock) if numa_on else INF
         start = clock
-        limit = second_t if second_t < INF else s.sys[0].next_sample
-        limit = max(limit, start) + quantum
-        if s.sys[0].next_sample < limit and s.sys[0].next_sample > start:
-            limit = s.sys[0].next_sample
-        if s.cpu[c].nr_running > 1:
-            # check_preempt_tick: the slice ends (the runtime used so far is runtime - slice_start)
-            limit = min(limit, start + s.cpu[c].slice_ns - (s.task[t].runtime - s.cpu[c].slice_start))
-        limit = min(limit, sched_next_event(s, c, start))
-        if s.task[t].stop_at < limit:
-            limit = max(s.task[t].stop_at, start)
-        if s.task[t].call_start and s.task[t].call_clock < start:
-            s.task[t].call_clock = start        # a call starts when its task runs again
-        wakeups = s.sys[0].wakeups
         cpu_nid = s.cpu[c].node
         pos = task_pos[t]
         end = offsets[t + 1]
         status = STATUS_DONE
-        scan_at = next_numa_tick(s, p, t, start, start) if numa_on else INF
+        dry = False        # out of input while the quantum goes on
         skip = 0           # accesses to take here before trying fast_run again
         backoff = 16
-        while pos < end:
+        while True:
+            if pos >= end:
+                dry = s.task[t].input_end == 0
+                break
             if skip > 0:
                 skip -= 1
             elif fast_case:
@@ -325,7 +378,10 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 pos, clock, pending = fast_run(s, p, t, cpu_nid, pages, ops, pos, end, clock, limit, scan_at)
                 if pos != before:
                     clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, pending)
-                    if pos >= end or clock >= limit:
+                    if clock >= limit:
+                        break
+                    if pos >= end:
+                        dry = s.task[t].input_end == 0
                         break
                     backoff = 16
                 else:
@@ -360,7 +416,11 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if (op & OP_KIND_MASK) == OP_READ:
                 present = page_present(s, page)
                 if page == s.task[t].ra_mark or not present:
-                    s.task[t].ra_req = call_pages_left(ops, pos, end, RA_REQ_MAX)   # readahead's req_count
+                    n = call_pages_left(ops, pos, end, RA_REQ_MAX)   # readahead's req_count
+                    if call_goes_on(ops, pos, n, end, RA_REQ_MAX) and s.task[t].input_end == 0:
+                        dry = True                  # the call's end is not buffered yet
+                        break
+                    s.task[t].ra_req = n
                 if page == s.task[t].ra_mark and present:
                     # the folio the task's readahead marked: the next window is submitted before the
                     # read waits for this one (filemap_get_pages -> page_cache_async_ra)
@@ -388,13 +448,22 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 break
         if clock >= s.task[t].stop_at:
             pos = end                           # the task's runtime is over: the rest is not issued
+            s.task[t].input_end = 1
+            dry = False
         task_pos[t] = pos
         sched_account(s, t, clock - start)
         s.task[t].end = clock
         s.cpu[c].clock = clock
-        if pos >= end or s.task[t].dead:
-            sched_dequeue_task(s, t)        # its part of the chunk is done, or it exited
+        if s.task[t].dead or (pos >= end and s.task[t].input_end):
+            sched_dequeue_task(s, t)        # it exited, or its input is done
         if clock > s.sys[0].now:
             s.sys[0].now = clock
         if status != STATUS_DONE:
             return status
+        if dry:
+            s.sys[0].resume_cpu = c
+            s.sys[0].resume_limit = limit
+            s.sys[0].resume_scan_at = scan_at
+            s.sys[0].resume_wakeups = wakeups
+            s.sys[0].need_input = t
+            return STATUS_NEED_INPUT

@@ -140,11 +140,25 @@ def access_time_mask(p):
 
 @jit_inline
 def numa_hint_fault_latency(s, p, head, ms):
-    """Time since the folio's access time was last stamped; re-stamps it with now (xchg)."""
+    """Time since the folio's access time was last stamped; re-stamps it with now (xchg). The
+    kernel's jiffies are one clock, so a stamp is never later than now; here another thread may
+    stamp at a clock up to the lead the run loop allows ahead of this one (engine.run: a quantum
+    past the runner-up), so a stamp within that lead ahead of now is a latency of 0, not a
+    difference wrapped to nearly the field's range (which would class the hottest folio cold).
+    Beyond it the difference wraps as the kernel's does."""
     mask = access_time_mask(p)
     last = np.int64(s.pages.stamp[head]) & mask
     s.pages.stamp[head] = np.uint32(ms & mask)
+    if ((last - ms) & mask) <= stamp_lead_ms(p):
+        return np.int64(0)
     return (ms - last) & mask
+
+
+@jit_inline
+def stamp_lead_ms(p):
+    """The most (kernel) ms another entity's clock can be ahead of a running task's: twice the
+    quantum the run loop allows, and a jiffy for the stamps' rounding."""
+    return jiffies_ms(p, 2 * np.int64(p[P.QUANTUM_NS])) + MSEC_PER_JIFFY
 
 
 @jit_inline
@@ -311,6 +325,14 @@ MSEC_PER_JIFFY = 1000 // HZ
 def msecs_to_jiffies(ms):
     """msecs_to_jiffies() for HZ dividing 1000: rounded up to whole jiffies."""
     return (ms + MSEC_PER_JIFFY - 1) // MSEC_PER_JIFFY
+
+
+@jit_inline
+def init_numa_balancing(s, p, mm, now):
+    """init_numa_balancing() for the first task of an mm that starts at `now`: its first scan no
+    earlier than scan_delay later (mm_first_scan_jiffies, for the mms that start at a set time)."""
+    delay = (np.int64(p[P.SCAN_DELAY_MS]) + MSEC_PER_JIFFY - 1) // MSEC_PER_JIFFY
+    s.mm[mm].numa_next_scan = jiffies_at(p, now) + delay
 
 
 @jit_inline

@@ -304,7 +304,7 @@ def ra_ready(t, page, now):
 
 @jit_inline
 def call_pages_left(ops, pos, end, cap):
-    """Pages of the current read() from `pos` to the op that ends the call (the chunk's end at the
+    """Pages of the current read() from `pos` to the op that ends the call (the buffer's end at the
     latest; at most cap): readahead's req_count."""
     n = 0
     while pos + n < end and n < cap:
@@ -312,3 +312,10 @@ def call_pages_left(ops, pos, end, cap):
         if ops[np.uint64(pos + n - 1)] & OP_SYSCALL_END:
             break
     return n
+
+
+@jit_inline
+def call_goes_on(ops, pos, n, end, cap):
+    """Whether the read() that call_pages_left() counted n pages of goes on past the buffer's `end`
+    (its end op not buffered yet, and fewer than cap pages counted): req_count needs more input."""
+    return n < cap and pos + n >= end and not (ops[np.uint64(pos + n - 1)] & OP_SYSCALL_END)

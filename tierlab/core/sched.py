@@ -41,8 +41,10 @@ Simplifications:
   min_granularity floor, buddies (next/last/skip), group scheduling and PELT are not modelled.
   EEVDF (6.6+) replaced the pick and the wake-up preemption with eligibility and virtual
   deadlines; between equal-weight entities that stay runnable it shares a CPU the same way;
-- a task whose part of an access chunk is done leaves the runqueue and re-enters at the next chunk
-  as a waking task (place_entity, no wake-up preemption): the chunk boundary is the engine's.
+- a task leaves the runqueue only when it exits or its input has ended (the workload's stream, or a
+  phase's runtime); a task whose buffered input runs low stays on it and the run loop asks the
+  caller for more before it runs (engine.run, STATUS_NEED_INPUT), so how the input is cut into
+  chunks never reaches the schedule.
 
 Processes: a task enters its CPU's runqueue at its `start` (the CPU, idle, jumps to it) and leaves
 it at exit (`dead`); `sched_wake_task` (runnable from a given time), `sched_exit_task` (do_exit) and
@@ -162,7 +164,9 @@ def sched_account(s, e, delta):
 
 @jit_inline
 def task_has_work(s, t, task_pos, offsets):
-    return s.task[t].dead == 0 and task_pos[t] < offsets[t + 1]
+    """Alive, and with input left or more to come (a task waiting for input stays runnable: the
+    run loop asks for its input when it is to run, so it never falls behind)."""
+    return s.task[t].dead == 0 and (task_pos[t] < offsets[t + 1] or s.task[t].input_end == 0)
 
 
 @jit

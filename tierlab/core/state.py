@@ -149,6 +149,7 @@ HINT_LOG_ROWS = 4096    # rows of the latency-test log (numa_balancing.hint_late
 STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
 STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_task/segv_page say which)
+STATUS_NEED_INPUT = 5   # the task in sys.need_input ran out of input within its quantum (engine.run)
 
 NO_MM = -1         # regions.mm of an unmapped slot or a read()-only file
 MM_CPUMASK_WORDS = 64   # mm_cpumask: one bit per CPU slot of `cpu`, NR_CPUS = 4096
@@ -156,6 +157,7 @@ MM_CPUMASK_WORDS = 64   # mm_cpumask: one bit per CPU slot of `cpu`, NR_CPUS = 4
 IODEPTH_MAX = 256       # calls in flight per task (fio iodepth) the asynchronous engine supports
 NR_CLAT_BUCKETS = 29 * 64   # fio's FIO_IO_U_PLAT_GROUP_NR x FIO_IO_U_PLAT_VAL (fileio.py)
 NO_STOP = np.int64(1) << np.int64(62)   # task.stop_at when the task runs until its stream ends
+NO_START = np.int64(1) << np.int64(62)  # task.start of a task that waits for another process's exit (mm.start_after)
 
 # file access advice (posix_fadvise / madvise) per region: FMODE_RANDOM, VM_SEQ_READ (readahead.py)
 FADV_NORMAL = 0
@@ -292,6 +294,7 @@ TASK_DTYPE = np.dtype([
     ("call_clock", np.int64),        # clock at which the current call started
     ("call_ready", np.int64),        # completion of the current call's reads (asynchronous engine)
     ("stop_at", np.int64),           # clock at which the task stops issuing accesses (fio runtime)
+    ("input_end", np.int64),         # 1: no more input comes for the task before the next phase (its stream ended)
     ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
 ], align=True)
@@ -321,6 +324,8 @@ MM_DTYPE = np.dtype([
     ("policy_nodes", np.uint64),     # its nodemask, bit n = node n
     ("cpumask", np.uint64, (MM_CPUMASK_WORDS,)),  # mm_cpumask(): CPU slots that ran the mm's threads
     ("text_pages", np.int64),        # pages of hot code its threads fetch (tlb_hw.py's iTLB stream; 0: none)
+    ("start_after", np.int64),       # the mm whose teardown starts this one's tasks (a parent's wait and
+                                     # fork, e.g. make's job server); -1: none (they start at task.start)
 ], align=True)
 
 BLKDEV_DTYPE = np.dtype([
@@ -357,6 +362,11 @@ SYS_DTYPE = np.dtype([
     ("hintlog_skip", np.int64),      # tests to pass over before the next logged one
     ("current", np.int64),           # the entity running (task t, node n's kswapd T + n): profile.charge
     ("oom_min_ttl_node", np.int64),  # STATUS_OOM from kswapd: min_ttl_ms protected this node's working set (-1)
+    ("need_input", np.int64),        # STATUS_NEED_INPUT: the task that ran out of input (-1)
+    ("resume_cpu", np.int64),        # the CPU whose quantum stopped for input (-1: none), and the
+    ("resume_limit", np.int64),      # quantum's limit, next NUMA tick and kswapd wake-up count
+    ("resume_scan_at", np.int64),
+    ("resume_wakeups", np.int64),
 ], align=True)
 
 
@@ -456,7 +466,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
              region_mm=None, region_mapped=None, region_pol_flags=None, region_vma_policy=None,
              task_mm=None, task_start=None, task_node_stamp=None, mm_start=None, mm_next_scan=None, mm_policy=None,
              region_advice=None, region_vm_flags=None, devices=(), task_iodepth=None,
-             dev_bin_ns=1 << 16, tlb_geometry=None, mm_text_pages=None, buddy=False) -> SimState:
+             dev_bin_ns=1 << 16, tlb_geometry=None, mm_text_pages=None, mm_start_after=None, buddy=False) -> SimState:
     """A fresh state: every page absent, every list empty, every node's memory free.
 
     region_*: per region slot (pages, REGION_* kind, MPOL_* effective policy, allowed nodes, folio
@@ -469,7 +479,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     node_stamp (init_numa_balancing's stagger of a process's later threads); kswapd_cpu: the CPU
     of each node's kswapd; mm_start / mm_next_scan / mm_policy: per mm its start time, its first
     numa_next_scan (jiffies: numa_balancing.mm_first_scan_jiffies) and task policy (mode, flags,
-    nodemask); scan_delay_ms: every task's first numa_scan_period. Without the optional arguments: one mm that maps every region, all tasks in
+    nodemask); mm_start_after: per mm, the mm whose teardown starts it (-1: none; its tasks' start
+    is then NO_START); scan_delay_ms: every task's first numa_scan_period. Without the optional arguments: one mm that maps every region, all tasks in
     it from time 0 (the old layout).
     task_iodepth: each task's I/O engine (0 synchronous); region_advice: per region FADV_*;
     region_vm_flags: per region its VMA's VM_READ | VM_WRITE (default both);
@@ -565,6 +576,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     mm["policy_flags"] = MPOL_F_MOF | MPOL_F_MORON      # default_policy: local, MOF | MORON
     if mm_text_pages is not None:
         mm["text_pages"] = mm_text_pages
+    mm["start_after"] = -1 if mm_start_after is None else mm_start_after
     for i, pol in enumerate(mm_policy or ()):
         mm[i]["policy"], mm[i]["policy_flags"], mm[i]["policy_nodes"] = pol
     sysrec = np.zeros(1, SYS_DTYPE)
@@ -572,6 +584,8 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     sysrec["segv_task"] = -1
     sysrec["hintlog_stride"] = 1
     sysrec["oom_min_ttl_node"] = -1
+    sysrec["need_input"] = -1
+    sysrec["resume_cpu"] = -1
     sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
     # record arrays viewed as np.recarray: `s.pgdat[nid].free` then reads and writes the same way in
     # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)

@@ -16,7 +16,7 @@ from typing import Iterator
 import numpy as np
 
 from .anon_build import AnonReplay, draw_seed_param, recording_param, user_time_param
-from .base import CHUNK_ACCESSES, Chunk, choice_param
+from .base import Chunk, choice_param
 
 
 class AnonBrowser(AnonReplay):
@@ -42,6 +42,6 @@ class AnonBrowser(AnonReplay):
     def chunks(self, seed: int) -> Iterator[Chunk]:
         pages, ops = self.process_ops(0)
         n = pages.shape[0]
-        for a in range(0, n, CHUNK_ACCESSES):
-            b = min(n, a + CHUNK_ACCESSES)
+        for a in range(0, n, self.chunk_accesses):
+            b = min(n, a + self.chunk_accesses)
             yield Chunk(np.array([0, b - a], np.int64), pages[a:b], ops[a:b])

@@ -9,19 +9,18 @@ recorded distributions (workloads._anon.draw_process: the program from the recor
 VMAs); `procs` processes in all (0: as many as the recording has; more cycles through it).
 
 Concurrency: the processes run in waves of `jobs` (the kernel seed's tables: 8 and 80), one process
-per job slot, each wave a chunk: a wave's processes map the region slots its job slots' previous
-processes freed, so the engine runs them only after the previous chunk (every exit and munmap of
-the previous wave done). `waves=free` (the default) lets each CPU go on with the next wave's
-processes as soon as its own are done, the CPUs staying busy as under make's job server; the
-processes are placed round-robin on the CPUs (workloads.base.Process: the CPU with the fewest tasks
-so far), so when `jobs` is a multiple of the CPU count a job slot's processes all run on one CPU, one
-after another; otherwise a slot's next process may run on a CPU whose clock is behind the previous
-one's exit (the engine frees the slot first in any case; the timestamps of the two overlap).
-`waves=phase` starts each wave when the last process of the previous one has exited (a Chunk
-phase): no overlap anywhere, and idle CPUs while a wave's slowest process finishes (make -j8 of the
-recording on 2 CPUs: 56 % busy with phases, 95 % free, user_time=0.05). Make itself picks the next
-job for whichever slot frees first; here the order of the processes is the recorded start order
-and their slots are fixed round-robin. Each process is one task with its own mm.
+per job slot, each wave a chunk; a process maps the region slots its job slot's previous process
+freed. `waves=free` (the default) starts a job slot's next process when its previous one has
+exited (Process.after: make's job server waits for a child and forks the next), the CPUs staying
+busy; the processes are placed round-robin on the CPUs (workloads.base.Process: the CPU with the
+fewest tasks so far), so when `jobs` is a multiple of the CPU count a job slot's processes all run
+on one CPU, one after another; otherwise a slot's next process starts on its own CPU at the
+previous one's exit, or later if that CPU is busy. `waves=phase` starts each wave when the last
+process of the previous one has exited (a Chunk phase): idle CPUs while a wave's slowest process
+finishes (make -j8 of the recording on 2 CPUs: 56 % busy with phases, 95 % free, user_time=0.05).
+Make itself picks the next job for whichever slot frees first; here the order of the processes is
+the recorded start order and their slots are fixed round-robin. Each process is one task with its
+own mm.
 """
 from __future__ import annotations
 
@@ -134,6 +133,14 @@ class AnonBuild(AnonReplay):
     @property
     def nr_lanes(self) -> int:
         return self.jobs
+
+    def processes(self) -> list[Process]:
+        """With waves=free a job slot's next process starts when its previous one has exited."""
+        procs = super().processes()
+        if self.waves != "free":
+            return procs
+        return [Process(pr.name, after=procs[i - self.jobs].name if i >= self.jobs else "")
+                for i, pr in enumerate(procs)]
 
     def nr_accesses(self) -> int | None:
         return None

@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from ._kernels import fill_file_read
 from .base import (
-    CHUNK_ACCESSES, Chunk, Process, Region, Workload, control_op, float_param, int_param, policy_param, size_param,
+    Chunk, Process, Region, Workload, control_op, float_param, int_param, policy_param, size_param,
 )
 from .file_read import ReadCalls
 
@@ -160,7 +160,7 @@ class AnonPressure(ReadCalls, Workload):
         yield ctl("exit")
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
-        per_task = max(1, CHUNK_ACCESSES // 2)
+        per_task = max(1, self.chunk_accesses // 2)
         F, B = self.file_pages, self.buffer_pages
         total_r = self.reader_length()
         hog = self._hog_pieces()

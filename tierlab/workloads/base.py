@@ -94,7 +94,10 @@ class Process:
     the allowed CPU with the fewest tasks so far, lowest id first. `policy`/`policy_nodes`: its task
     memory policy (numactl --membind/--preferred/--interleave; 'bind|numa_balancing' is numactl
     --balancing --membind), used by its VMAs that have no policy of their own. `text_pages`: the
-    pages of hot code its threads run (the iTLB's stream with the TLB model on, tlb_hw.py; 0: none)."""
+    pages of hot code its threads run (the iTLB's stream with the TLB model on, tlb_hw.py; 0: none).
+    `after`: the name of an earlier process whose exit starts this one (its last thread's exit and
+    the teardown of its memory: a parent that waits for one child and forks the next, as make's
+    job server does); start_ms is then not used."""
     name: str
     threads: int = 1
     vmas: tuple[str, ...] = ()
@@ -105,6 +108,7 @@ class Process:
     policy: str = "default"
     policy_nodes: tuple[int, ...] = ()
     text_pages: int = 0
+    after: str = ""
 
 
 def control_op(kind: str, slot: int = 0, npages: int = 0) -> tuple[int, int]:
@@ -142,9 +146,10 @@ class Chunk:
 
 @dataclass
 class Progress:
-    """What the simulation sends back into a workload's chunk generator after running a chunk
-    (`progress = yield chunk`): the workload can decide what to generate next, e.g. keep going
-    until every task's runtime is over (fio's time_based)."""
+    """What the simulation sends into a workload's chunk generator when it asks for the next chunk
+    (`progress = yield chunk`; a task that ran out of input asks, so the earlier chunks may be
+    partly run): the workload can decide what to generate next, e.g. keep going until every
+    task's runtime is over (fio's time_based)."""
     task_clock_ns: np.ndarray   # each task's clock when it last ran
     stopped: np.ndarray         # bool per task: its runtime is over (Chunk.runtime_ns)
     phase_start_ns: int         # when the last phase started (Chunk.start_phase; 0 before any)
@@ -224,6 +229,9 @@ class Workload:
     params: ClassVar[dict[str, Param]] = {}
     access_params: ClassVar[tuple[str, ...]] = ()   # the params that set nr_accesses() (named in refusals)
     control_ops: ClassVar[bool] = False             # True: chunks hold control ops (checked per chunk)
+    # ops per chunk the generator aims at: memory only, the results do not depend on it (feed.py);
+    # a test sets it per instance to show that
+    chunk_accesses: int = CHUNK_ACCESSES
 
     def __init__(self, scale: float = 1.0, **values):
         scale = parse_scale(scale)
@@ -307,6 +315,43 @@ def region_bases(regions: list[Region]) -> list[int]:
         bases.append(acc)
         acc += r.pages
     return bases
+
+
+class OpStream:
+    """One task's stream of ops, made in blocks by `make()` ((pages, ops), or None at its end) and
+    taken in pieces of any size: what a task issues does not depend on how a chunk cuts it."""
+
+    def __init__(self, make: Callable[[], tuple[np.ndarray, np.ndarray] | None]):
+        self.make = make
+        self.pages = np.zeros(0, np.int64)
+        self.ops = np.zeros(0, np.uint8)
+        self.ended = False
+
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next n ops (fewer at the stream's end)."""
+        while self.pages.shape[0] < n and not self.ended:
+            block = self.make()
+            if block is None:
+                self.ended = True
+                break
+            self.pages = np.concatenate([self.pages, block[0]])
+            self.ops = np.concatenate([self.ops, block[1]])
+        pages, ops = self.pages[:n], self.ops[:n]
+        self.pages, self.ops = self.pages[n:], self.ops[n:]
+        return pages, ops
+
+
+def stream_chunks(streams: list[OpStream], per_task: int, **first) -> Iterator[Chunk]:
+    """Chunks of per-task streams, each holding the next per_task ops of every task, until every
+    stream has ended; `first` (start_phase, runtime_ns) goes to the first chunk."""
+    while True:
+        parts = [s.take(per_task) for s in streams]
+        if not any(p.shape[0] for p, _ in parts):
+            return
+        offsets = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum([p.shape[0] for p, _ in parts], out=offsets[1:])
+        yield Chunk(offsets, np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]), **first)
+        first = {}
 
 
 def single_task_chunk(pages: np.ndarray, ops: np.ndarray) -> Chunk:

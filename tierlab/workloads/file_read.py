@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from ._kernels import fill_file_read
-from .base import CHUNK_ACCESSES, MAX_TASKS, Chunk, Region, Workload, int_param, policy_param, size_param
+from .base import MAX_TASKS, Chunk, Region, Workload, int_param, policy_param, size_param
 
 MAX_RW_COUNT = (1 << 31) - PAGE_SIZE
 
@@ -87,7 +87,7 @@ class FileRead(ReadCalls, Workload):
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
         total = self.stream_length()
-        per_task = max(1, CHUNK_ACCESSES // self.tasks)
+        per_task = max(1, self.chunk_accesses // self.tasks)
         F, B = self.file_pages, (self.buffer_pages if self.warmup else 0)
         # one pair of buffers, refilled for every chunk: a chunk is valid until the next is taken
         pages_buf = np.empty(min(per_task, total) * self.tasks, dtype=np.int64)

@@ -27,9 +27,9 @@ invalidate=0 changes nothing unless pre_read=1 (which, as in fio, clears invalid
 the load phase: every file is read once sequentially in `bs` calls before the jobs start. The jobs
 then start together (Chunk.start_phase: statistics start there) and `runtime` counts from there.
 
-time_based: the chunk generator receives the simulation's Progress after each chunk
-(workloads/base.py) and keeps generating passes until every job's runtime is over; the engine
-stops a job at its runtime (task.stop_at) and skips the rest of its chunk.
+time_based: the chunk generator receives the simulation's Progress when its next chunk is asked
+for (workloads/base.py) and keeps generating passes until every job's runtime is over; the engine
+stops a job at its runtime (task.stop_at) and drops the rest of its input.
 
 Output (`Result.summary`, `fio_json()`): fio's --output-format=json shape, "jobs": one entry per job
 with "read"/"write": io_bytes, io_kbytes, bw_bytes, bw (KiB/s), iops, runtime (ms), total_ios and
@@ -52,7 +52,7 @@ from ..errors import ConfigError
 from ..units import PAGE_SIZE, parse_number
 from . import fio_dist
 from .base import (
-    CHUNK_ACCESSES, MAX_TASKS, Chunk, Param, Process, Region, Workload, choice_param, int_param,
+    MAX_TASKS, Chunk, Param, Process, Region, Workload, choice_param, int_param,
     policy_param, size_param,
 )
 
@@ -185,7 +185,7 @@ class Fio(Workload):
         if self.pre_read:
             yield from self._pre_read_chunks()
         T, bsp = self.numjobs, self.bs_pages
-        per = max(1, CHUNK_ACCESSES // (T * bsp))
+        per = max(1, self.chunk_accesses // (T * bsp))
         if self.time_based:
             per = min(per, MAX_IOS_PER_CHUNK)
         total = None if self.time_based else self.loops * self.nblocks
@@ -197,7 +197,6 @@ class Fio(Workload):
                  for j in range(T)]
         done = 0                      # I/Os generated per job so far (the same for every job)
         first = True
-        clocks = None                 # the jobs' clocks after the previous chunk
         while total is None or done < total:
             n = per if total is None else min(per, total - done)
             parts = [self._ios(j, done, n, seed, rngs[j], offs[j], dists[j]) for j in range(T)]
@@ -211,19 +210,12 @@ class Fio(Workload):
                 continue
             if bool(progress.stopped.all()):
                 return
-            if clocks is not None and np.array_equal(progress.task_clock_ns, clocks):
-                # a time_based stream ends only when every job is stopped: a chunk that moved no
-                # job's clock would repeat for ever (session 14's hang), so stop and say so
-                raise RuntimeError("fio: a whole chunk ran and no job's clock moved, while jobs "
-                                   f"{np.flatnonzero(~progress.stopped).tolist()} have not reached their runtime "
-                                   "(an engine bug: please report it with the job file)")
-            clocks = progress.task_clock_ns
 
     def _pre_read_chunks(self) -> Iterator[Chunk]:
         """Each file read once sequentially in bs calls (job j reads file j; a shared file job 0)."""
         T, bsp = self.numjobs, self.bs_pages
         readers = [0] if self.shared else list(range(T))
-        step = max(bsp, (CHUNK_ACCESSES // len(readers)) // bsp * bsp)
+        step = max(bsp, (self.chunk_accesses // len(readers)) // bsp * bsp)
         F = self.file_pages
         for lo in range(0, F, step):
             hi = min(F, lo + step)

@@ -45,7 +45,7 @@ import numpy as np
 from ..core.ops import OP_LOAD, OP_MARK, OP_STORE
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
-from .base import CHUNK_ACCESSES, Chunk, Process, Region, Workload, int_param, nodes_param, policy_param, size_param
+from .base import Chunk, Process, Region, Workload, int_param, nodes_param, policy_param, size_param
 
 
 class HotChunks(Workload):
@@ -106,15 +106,15 @@ class HotChunks(Workload):
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
         n = self.pages
-        for lo in range(0, n, CHUNK_ACCESSES):
-            hi = min(n, lo + CHUNK_ACCESSES)
+        for lo in range(0, n, self.chunk_accesses):
+            hi = min(n, lo + self.chunk_accesses)
             ops = np.full(hi - lo, OP_STORE, np.uint8)
             if hi == n:
                 ops[-1] |= OP_MARK
             yield _one_task(np.arange(lo, hi, dtype=np.int64), ops)
         rng = np.random.default_rng([seed, 1])
         cp, k = self.chunk_pages, self.pass_accesses
-        reps = max(1, CHUNK_ACCESSES // k)          # passes per generated piece
+        reps = max(1, self.chunk_accesses // k)          # passes per generated piece
         for c in self.visit_chunks(seed):
             pages = int(c) * cp + rng.integers(0, cp, size=k, dtype=np.int64)
             left = self.iterations

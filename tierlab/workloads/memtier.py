@@ -85,7 +85,7 @@ from ..core.ops import OP_MARK  # noqa: F401  (re-exported for tests reading the
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from . import _redis as R
-from .base import CHUNK_ACCESSES, Chunk, Param, Process, Region, Workload, int_param, nodes_param, policy_param
+from .base import Chunk, Param, Process, Region, Workload, int_param, nodes_param, policy_param
 
 MAX_CONNECTIONS = 1 << 20
 KEY_PREFIX = "memtier-"
@@ -290,7 +290,7 @@ class Memtier(Workload):
 
     def chunks(self, seed: int) -> Iterator[Chunk]:
         st = self._run = self._new_state(seed)
-        cap = CHUNK_ACCESSES
+        cap = self.chunk_accesses
         pages = np.empty(cap + 8192, np.int64)
         ops = np.empty(cap + 8192, np.uint8)
         g = st["g"]

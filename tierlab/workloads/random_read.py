@@ -35,7 +35,7 @@ from ..core.ops import OP_LOAD, OP_MARK, OP_PAGE, OP_READ, OP_STORE, OP_STREAM, 
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
-    CHUNK_ACCESSES, MAX_TASKS, Chunk, Process, Region, Workload, choice_param, fadvise_op, float_param, int_param,
+    MAX_TASKS, Chunk, Process, Region, Workload, choice_param, fadvise_op, float_param, int_param,
     nodes_param, policy_param, size_param,
 )
 
@@ -132,7 +132,7 @@ class RandomRead(Workload):
             fill_op, op = OP_LOAD | OP_STREAM | OP_PAGE, OP_LOAD | OP_PAGE
         lengths = [self._prefault_len(t) + self._fadvise_len(t) + self.accesses for t in range(T)]
         fadvise_page, fadvise_opcode = fadvise_op(0, "random")
-        per_task = max(1, CHUNK_ACCESSES // T)
+        per_task = max(1, self.chunk_accesses // T)
         start = 0
         while start < max(lengths):
             pages_parts, ops_parts, offsets = [], [], [0]

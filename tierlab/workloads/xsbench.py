@@ -38,11 +38,11 @@ to the seed's -p 100000000;
 reproductions run a fraction of it (a shorter run at the same rates). The threads are one process
 (`threads`, 16 in the seed); `cpunodebind` places them.
 
-The initialisation is written by all threads, a slice of each grid each, grid after grid: the
-model's threads run from time 0 and have no barrier to wait at, and a main thread writing alone
-while the others ran their lookups would put lookups before the data exists. First-touch places
-the pages the same way (every thread on node 0; node 0 fills in allocation order, the rest spills
-to node 1), only sooner.
+The initialisation is written by all threads, a slice of each grid each, grid after grid, and the
+lookups start after a barrier (a Chunk phase: every thread waits for the last one's writes, as at
+the start of XSBench's parallel region). XSBench's main thread writes the grids alone; spreading
+the writes keeps the initialisation short, and first-touch places the pages the same way (every
+thread on node 0; node 0 fills in allocation order, the rest spills to node 1).
 
 MARKs: every task after its slice of the initialisation and after its last lookup; the lookup
 phase runs from the last initialisation MARK to the last MARK.
@@ -57,7 +57,8 @@ from ..core.ops import OP_LOAD, OP_MARK, OP_STORE
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
-    CHUNK_ACCESSES, MAX_TASKS, Chunk, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
+    MAX_TASKS, Chunk, OpStream, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
+    stream_chunks,
 )
 
 SIZES = {"large": (355, 11303), "small": (68, 11303)}     # io.c: n_isotopes, n_gridpoints
@@ -65,6 +66,7 @@ FUEL_SMALL = 34                                          # Materials.c: small fu
 NUM_NUCS = (None, 5, 4, 4, 27, 21, 21, 21, 21, 21, 9, 9)   # materials 1..11; fuel by size
 MAT_DIST = np.array([0.140, 0.052, 0.275, 0.134, 0.154, 0.064, 0.066, 0.055, 0.008, 0.015, 0.025, 0.013])
 POINT_BYTES = 48                                         # NuclideGridPoint: 6 doubles
+LOOKUP_BLOCK = 4096        # lookups drawn at a time (a thread's stream is the same whatever the chunks)
 
 
 # The lookup loop's code: XSBench's openmp-threading build (gcc -O3 -flto, as its Makefile) puts
@@ -167,19 +169,11 @@ class XSBench(Workload):
         regs = self.regions()
         base = np.cumsum([0] + [r.pages for r in regs])
         T = self.threads
+        per_task = max(1, self.chunk_accesses // T)
         # initialisation: the three grids written once, grid after grid, each split evenly
-        # among the threads (see the module docstring: the model's threads cannot wait at the
-        # parallel region's start, so the main thread's serial writes are spread over all of them)
-        for g in range(3):
-            lo_g, hi_g = int(base[g]), int(base[g + 1])
-            for lo in range(lo_g, hi_g, CHUNK_ACCESSES):
-                hi = min(hi_g, lo + CHUNK_ACCESSES)
-                cuts = lo + (np.arange(T + 1) * (hi - lo)) // T
-                ops = np.full(hi - lo, OP_STORE, np.uint8)
-                if g == 2 and hi == hi_g:
-                    ends = cuts[1:] - lo - 1
-                    ops[ends[cuts[1:] > cuts[:-1]]] |= OP_MARK
-                yield Chunk((cuts - lo).astype(np.int64), np.arange(lo, hi, dtype=np.int64), ops)
+        # among the threads (see the module docstring: the main thread's serial writes are spread
+        # over all of them), then the lookups after a barrier (the parallel region's start)
+        yield from stream_chunks([OpStream(self._init_block(base, t)) for t in range(T)], per_task)
         mats = self.materials()
         mat_len = np.array([len(m) for m in mats])
         mat_tab = np.zeros((len(mats), mat_len.max()), np.int64)
@@ -187,27 +181,36 @@ class XSBench(Workload):
             mat_tab[i, :len(m)] = m
         cum = np.cumsum(MAT_DIST)
         per_thread = self._split() * self.lookups
-        done = np.zeros(T, np.int64)
-        per_chunk = max(1, int(CHUNK_ACCESSES / (T * self._lookup_cost())))
-        rngs = [np.random.default_rng([seed, 4, t]) for t in range(T)]
-        while (done < per_thread).any():
-            parts = []
-            for t in range(T):
-                k = int(min(per_chunk, per_thread[t] - done[t]))
-                if k:
-                    pages, stores = self._lookups(rngs[t], k, cum, mat_tab, mat_len, base, t)
-                else:
-                    pages, stores = np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+        def lookups(t):
+            rng = np.random.default_rng([seed, 4, t])
+            done = 0
+
+            def make():
+                nonlocal done
+                k = int(min(LOOKUP_BLOCK, per_thread[t] - done))
+                if k == 0:
+                    return None
+                pages, stores = self._lookups(rng, k, cum, mat_tab, mat_len, base, t)
                 ops = np.full(pages.shape[0], OP_LOAD, np.uint8)
-                if k:
-                    ops[stores] = OP_STORE
-                    done[t] += k
-                    if done[t] == per_thread[t]:
-                        ops[-1] |= OP_MARK
-                parts.append((pages, ops))
-            offsets = np.zeros(T + 1, np.int64)
-            offsets[1:] = np.cumsum([p.shape[0] for p, _ in parts])
-            yield Chunk(offsets, np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]))
+                ops[stores] = OP_STORE
+                done += k
+                if done == per_thread[t]:
+                    ops[-1] |= OP_MARK
+                return pages, ops
+            return OpStream(make)
+        yield from stream_chunks([lookups(t) for t in range(T)], per_task, start_phase=True)
+
+    def _init_block(self, base, t):
+        """Thread t's initialisation writes: its share of each grid, grid after grid, a MARK after
+        the last (one block)."""
+        T = self.threads
+        pages = np.concatenate([np.arange(lo + (hi - lo) * t // T, lo + (hi - lo) * (t + 1) // T, dtype=np.int64)
+                                for lo, hi in zip(base[:3].tolist(), base[1:4].tolist())])
+        ops = np.full(pages.shape[0], OP_STORE, np.uint8)
+        ops[-1:] |= OP_MARK
+        blocks = iter([(pages, ops)] if pages.shape[0] else [])
+        return lambda: next(blocks, None)
 
     def _lookups(self, rng, k, cum, mat_tab, mat_len, base, t) -> np.ndarray:
         """The pages k lookups of thread t touch, in order, and the positions among them that are

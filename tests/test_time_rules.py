@@ -1,0 +1,84 @@
+"""One virtual time: where a workload's stream is cut into chunks reaches neither the schedule nor
+the results (feed.py, engine.run's STATUS_NEED_INPUT).
+
+A task that runs out of input within its quantum stops there, the caller appends its next ops and
+the quantum goes on as if it never had; a task waiting for input stays on its runqueue, so no task,
+kswapd or timer runs on while another waits. So the same per-task streams cut into chunks of any
+size give the same counters and the same state, bit for bit: over every golden run (chunks of 2^12
+and 2^22 accesses per task) and over generated multi-task scenarios (2-16 tasks on 1-2 CPUs per
+node, reclaim, demotion, hint faults, mixed loads, stores, read()s and write()s).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from golden import CONFIG_RUNS
+from simkit import counters, machine, make_sim
+from test_properties import accesses, chunks_of, scenarios, state_snapshot
+from tierlab.api import build
+from tierlab.errors import ConfigError
+
+
+def golden_run(name, per_task):
+    sim = build(CONFIG_RUNS[name])
+    sim.workload.chunk_accesses = per_task * sim.workload.nr_tasks
+    res = sim.run().result()
+    return float(res.sim_time_s), {k: int(v) for k, v in res.counters.items()}, res.marks_s.time_s.tolist()
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_RUNS))
+def test_golden_runs_do_not_depend_on_the_chunk_size(name):
+    small, large = golden_run(name, 1 << 12), golden_run(name, 1 << 22)
+    assert small[0] == large[0]
+    assert small[1] == large[1]
+    assert small[2] == large[2]
+
+
+def run_cut(scn, tasks, parts):
+    """The scenario's machine and knobs with `tasks` tasks, each task's accesses cut into `parts`
+    chunks, all in one Simulation.run. Returns (finished without OOM, counters, state)."""
+    nodes, regions, knobs, _, lengths, mix, sim_seed = scn
+    acc = accesses(regions, [lengths[i % len(lengths)] for i in range(tasks)], mix)
+    sim = make_sim(machine(*nodes), regions, nr_tasks=tasks, seed=sim_seed, **knobs)
+    try:
+        sim.run(chunks=chunks_of(acc, parts))
+    except ConfigError as e:
+        if "out of memory" not in str(e):
+            raise
+        return False, counters(sim), None
+    return True, counters(sim), state_snapshot(sim)
+
+
+@settings(deadline=None, max_examples=30)
+@given(scenarios(), hs.integers(2, 16), hs.integers(2, 9))
+def test_where_the_input_is_cut_changes_nothing(scn, tasks, parts):
+    ok1, c1, s1 = run_cut(scn, tasks, 1)
+    ok2, c2, s2 = run_cut(scn, tasks, parts)
+    assert ok1 == ok2
+    assert c1 == c2
+    if ok1:
+        for k in s1:
+            assert np.array_equal(s1[k], s2[k]), k
+
+
+def test_a_stamp_from_a_thread_ahead_is_a_latency_of_zero():
+    """A folio stamped by a thread whose clock is ahead (within the lead the run loop allows) gives
+    a hint-fault latency of 0, not (now - stamp) wrapped to nearly the field's range, which would
+    class the hottest folio cold; older stamps give their age, and a stamp beyond the lead wraps
+    as the kernel's would."""
+    from simkit import CXL, DRAM
+    from tierlab.core.numa_balancing import access_time_mask, numa_hint_fault_latency, stamp_lead_ms
+    from tierlab.workloads.base import Region
+    sim = make_sim(machine((64, 2, DRAM), (64, 0, CXL)), [Region("a", "anon", 8)], nr_tasks=2, numa_balancing=2)
+    s, p = sim.state, sim.p
+    lead, mask = int(stamp_lead_ms(p)), int(access_time_mask(p))
+    assert lead >= 1
+    now = 100_000
+    for stamp, want in ((now + 3, 0), (now + lead, 0), (now, 0), (now - 7, 7),
+                        (now + lead + 1, mask - lead)):
+        s.pages.stamp[0] = stamp & mask
+        assert numa_hint_fault_latency(s, p, 0, now) == want, stamp
+        assert int(s.pages.stamp[0]) == now & mask          # re-stamped with now
