@@ -53,7 +53,7 @@ from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
 from .sched import (
-    INF, cpu_ready_at, kswapd_dequeue, sched_account, sched_dequeue_task, sched_init_chunk,
+    INF, cpu_ready_at, note_clock_spread, kswapd_dequeue, sched_account, sched_dequeue_task, sched_init_chunk,
     sched_need_pick, sched_next_event, sched_resched, sched_wake_task,
 )
 from .state import (
@@ -242,6 +242,8 @@ def run_kswapd(s, p, c, nid, clock, scratch):
     s.sys[0].current = e
     kswapd_step(s, p, nid, scratch)
     end_t = max(s.pgdat[nid].kswapd_clock, clock)
+    if end_t - clock > s.sys[0].max_step_ns:
+        s.sys[0].max_step_ns = end_t - clock
     sched_account(s, e, end_t - clock)
     s.cpu[c].clock = end_t
     if not s.pgdat[nid].kswapd_awake:
@@ -330,6 +332,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 if s.sys[0].nr_samples >= s.samples.shape[0]:
                     return STATUS_SAMPLES_FULL
                 take_sample(s, s.sys[0].next_sample)
+                note_clock_spread(s, best_t)
                 s.sys[0].next_sample += interval
             c = best
             clock = max(s.cpu[c].clock, best_t)      # an idle CPU's clock jumps to its next entity
@@ -451,6 +454,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             s.task[t].input_end = 1
             dry = False
         task_pos[t] = pos
+        if clock - limit > s.sys[0].max_step_ns:
+            s.sys[0].max_step_ns = clock - limit
         sched_account(s, t, clock - start)
         s.task[t].end = clock
         s.cpu[c].clock = clock

@@ -364,6 +364,22 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
     return best
 
 
+@jit
+def note_clock_spread(s, now):
+    """The time rules' measure, at a sample: how far the most advanced live entity (a CPU with an
+    entity on its runqueue, an awake kswapd) is past `now`, the smallest time at which anything
+    is next to run; the largest so far is kept in sys.max_clock_spread."""
+    hi = now
+    for c in range(s.cpu.shape[0]):
+        if s.cpu[c].nr_running > 0 and s.cpu[c].clock > hi:
+            hi = s.cpu[c].clock
+    for n in range(s.pgdat.shape[0]):
+        if s.pgdat[n].kswapd_awake and s.pgdat[n].kswapd_clock > hi:
+            hi = s.pgdat[n].kswapd_clock
+    if hi - now > s.sys[0].max_clock_spread:
+        s.sys[0].max_clock_spread = hi - now
+
+
 @jit_inline
 def kswapd_dequeue(s, nid):
     """kswapd went to sleep (kswapd_try_to_sleep): off its CPU's runqueue."""

@@ -367,6 +367,8 @@ SYS_DTYPE = np.dtype([
     ("resume_limit", np.int64),      # quantum's limit, next NUMA tick and kswapd wake-up count
     ("resume_scan_at", np.int64),
     ("resume_wakeups", np.int64),
+    ("max_clock_spread", np.int64),  # ns: the most any live entity was ahead of the next to run, at a sample
+    ("max_step_ns", np.int64),       # ns: the longest step past a quantum's limit (its last access) or kswapd batch
 ], align=True)
 
 
