@@ -66,6 +66,7 @@ class RefModel:
         self.kswapd_cpu, self.cpu_node = place_kswapds(cpu_nodes, list(range(C)), self.task_cpu,
                                                        [nd.cpus for nd in machine.nodes], machine.zonelists())
         self.cpu_clock = [0] * len(self.cpu_node)
+        self.latest = 0                      # sys.now: the latest clock a task's quantum reached
         self.mm_cpus = set()          # mm_cpumask(): the CPUs that ran the (one) mm's tasks
         self.sender = 0               # smp_processor_id() of the reclaim or promotion work in progress
         self.rq = [{} for _ in self.cpu_node]       # per CPU: enqueued entity ("t", t) / ("k", nid) -> seq
@@ -911,6 +912,9 @@ class RefModel:
         with every access cost 0 (see the module docstring)."""
         pos = [0] * self.T
         C = len(self.cpu_node)
+        # Simulation.run: this chunk's input arrives at the latest time a task reached (sys.now);
+        # a CPU that idled since moves on to it
+        self.cpu_clock = [max(x, self.latest) for x in self.cpu_clock]
 
         def has_work(t):
             return pos[t] < len(per_task[t])
@@ -958,6 +962,7 @@ class RefModel:
                 continue
             t = x
             self.now = clock
+            self.latest = max(self.latest, clock)
             wakeups = self.wakeups
             while pos[t] < len(per_task[t]):
                 page, op = per_task[t][pos[t]]

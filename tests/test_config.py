@@ -146,7 +146,7 @@ BAD = [
     ({"params": {"tasks": 10**9}}, ["tasks", "1 .. 4096"]),
     ({"costs": {"fault_ns": -100}}, ["fault_ns", "0 .."]),
     ({"costs": {"stream_break_ns": -0.5}}, ["stream_break_ns", "-1 or"]),
-    ({"costs": {"util_window_ns": 0}}, ["util_window_ns", "16384 .. 4194304"]),
+    ({"costs": {"util_window_ns": 0}}, ["util_window_ns", "16384 .. 16777216"]),
     ({"costs": {"no_such_cost": 1}}, ["no_such_cost", "fault_ns"]),
     ({"sample_interval_ms": 0}, ["sample_interval_ms", "0.001"]),
     ({"knobs": {"demotion_enabled": float("nan")}}, ["demotion_enabled", "0 .. 1"]),

@@ -103,13 +103,19 @@ def test_bandwidth_calendar_caps_bytes_per_bin():
     assert max(ring_fills(cal).values()) <= 28672.0
 
 
-def test_beyond_the_horizon_is_served_unchecked_and_counted():
+def test_beyond_the_horizon_the_lost_bins_count_as_full_and_it_is_counted():
+    """A request older than the horizon: the bins it would fill are gone, and whoever moved the
+    head that far filled them (a device's backlog), so it is served from the oldest bin held,
+    waiting from its own time to there."""
     cal = cal1()
     late = NB * W * 3
     book(cal, late, 10)                      # head = bin 1536: the ring holds bins 1025..1536
-    assert book(cal, 0, 5000) == 0.0          # bin 0 is long gone
+    oldest = late // W - NB + 1
+    wait = book(cal, 0, 500)                 # bin 0 is long gone
     c = cal[0]
-    assert (c.nr_beyond, c.beyond) == (1, 5000.0)
+    assert c.nr_beyond == 1 and c.beyond == 0.0
+    assert ring_fills(cal)[oldest] == 500.0
+    assert wait == pytest.approx(oldest * W + W * 500 / c.cap - 500 / c.rate)
     assert c.booked == sum(ring_fills(cal).values()) + c.expired + c.beyond
 
 

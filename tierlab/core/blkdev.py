@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit_inline
 
-from .resource import calendar_array, calendar_book
+from .resource import CAL_BINS, calendar_array, calendar_book
 from .state import BLKDEV_DTYPE
 
 FILE_DEV = 0          # the device every file lives on
@@ -44,8 +44,7 @@ NR_DEV_CALS = 3
 SECTOR_SHIFT = 9
 PAGE_SECTORS = 8
 
-DEV_BINS = 512      # ring size of the device calendars (the calendar's first default; the horizon is
-                    # 512 bins of `dev_bin_ns`)
+DEV_BINS = CAL_BINS     # ring size of the device calendars: the horizon is 4096 bins of `dev_bin_ns`
 
 DEVICE_FIELDS = ("read_lat_ns", "write_lat_ns", "read_bw", "write_bw", "read_iops", "write_iops",
                  "queue_depth", "max_sectors_pages")

@@ -33,13 +33,19 @@ The ring. Bins live in a ring of nbins slots (a power of two, chosen per calenda
 indexed by absolute bin number modulo the ring size; each slot carries the absolute bin number it holds (`bin_tag`) and is reset lazily when a
 later bin claims it (its fill is added to `expired`, so every booked unit stays accounted for:
 booked == sum of the ring's fills + expired + beyond). The ring covers the nbins bins up to the
-newest bin touched (`head`): its horizon is nbins * w of virtual time. Choose w small enough for
-the precision wanted (a request finds room or not per bin) and nbins so that the horizon is far
-more than the spread of the clients' clocks: a quantum plus the longest single step of one entity
-(a random page-cache miss costs 80 us, a kswapd batch that swaps out 32 pages 320 us). The users
-state their choice (cost.py, locks.py); both keep about 1 ms. A request at a time older than the horizon
-(its bin's slot already holds a newer bin) is served without waiting and without a capacity check
--- its bin is gone -- and counted in `nr_beyond`/`beyond`, so a run can show it never happened. A
+newest bin touched (`head`): its horizon is nbins * w of virtual time. Every calendar has CAL_BINS
+bins (one record type); its user chooses w small enough for the precision wanted (a request finds
+room or not per bin) and large enough that the horizon is far more than the spread of the
+clients' clocks, which the run loop's time rules bound by a quantum plus the longest single step
+of one entity (a random page-cache miss costs 80 us, a kswapd batch that swaps out 32 pages 320
+us): locks 1.05 ms, memory bandwidth 67 ms, devices 268 ms. A request at a time older than the
+horizon (its bin's slot already holds a newer bin) is counted in `nr_beyond`: its bins are gone,
+and whoever moved `head` that far ahead filled them (a device's backlog of requests queued longer
+than the ring), so they are taken as full and it is served from the oldest bin the ring holds.
+For memory bandwidth that cannot happen within the time rules, and Simulation.run stops with an
+error if it did (a lock's 1.05 ms can still be outrun by a kswapd batch that swaps out, until
+kswapd's step is bounded); calendar_fill_bin (a caller that kept a bin's room itself) adds a unit older
+than the horizon to `beyond` unchecked. A
 request larger than the whole ring's capacity wraps over its own bins: the ceiling then holds only
 over the last horizon (documented, not refused: no user books that much at once).
 
@@ -53,12 +59,16 @@ an index):
     calendar_utilisation(cal, r, t, k)          mean fill / cap of the k bins before t's bin
     calendar_room(cal, r, j), calendar_fill_bin(cal, r, j, amount)
                                                for a caller that keeps one bin's room itself
-    calendar_array(rates, bin_ns, nbins)       a fresh array (Python side)
+    calendar_array(rates, bin_ns[, nbins])     a fresh array (Python side; rings of CAL_BINS bins)
 """
 from __future__ import annotations
 
 import numpy as np
 from ._jit import jit, jit_inline
+
+CAL_BINS = 4096     # every calendar's ring (memory bandwidth, locks, devices): one record type, so
+                    # calendar_book compiles once; 64 KiB a calendar. Users choose the bin width.
+
 
 def calendar_dtype(nbins: int) -> np.dtype:
     """The record of one calendar with a ring of `nbins` bins (a power of two; 16 bytes a bin)."""
@@ -94,7 +104,7 @@ def bin_shift_for(bin_ns: int) -> int:
     return shift
 
 
-def calendar_array(rates, bin_ns: int, nbins: int) -> np.ndarray:
+def calendar_array(rates, bin_ns: int, nbins: int = CAL_BINS) -> np.ndarray:
     """Empty calendars, one per rate (units per ns), with rings of `nbins` bins of `bin_ns` ns (both
     powers of two). A recarray, so `cal[r].bin_fill` reads the same in numba and in plain Python."""
     shift = bin_shift_for(bin_ns)
@@ -140,13 +150,15 @@ def calendar_book_slow(cal, r, t, amount):
     nb = tags.shape[0]
     shift = c.bin_shift
     cap = c.cap
-    b = t >> shift
+    b0 = t >> shift
+    b = b0
     c.booked += amount
     c.nr_requests += 1
     if b <= c.head - nb:
-        c.beyond += amount
+        # its bins are gone: whoever moved `head` this far ahead filled them (a device's backlog
+        # longer than the ring), so they are taken as full and it fills from the oldest bin held
         c.nr_beyond += 1
-        return 0.0
+        b = c.head - nb + 1
     j = b
     left = amount
     while True:
@@ -174,7 +186,7 @@ def calendar_book_slow(cal, r, t, amount):
         elif b > c.full_hi:
             c.full_lo = b
             c.full_hi = hi
-    if j == b:
+    if j == b0:
         return 0.0
     w = np.float64(np.int64(1) << shift)
     end = np.float64(j << shift) + w * last / cap

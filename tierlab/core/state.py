@@ -70,7 +70,7 @@ import numpy as np
 from ._abi import register as register_simstate
 from ._jit import jit, jit_entry, jit_inline
 from .profile import NR_KSYMS
-from .resource import calendar_array
+from .resource import CAL_BINS, calendar_array
 from .sched import KSWAPD_VRUNTIME_BOOT, cpu_task_lists
 
 # flags (folio->flags analogues)
@@ -232,9 +232,9 @@ MEM_DTYPE = np.dtype([
 ], align=True)
 
 MEM_BW_BIN_NS = 16384                # the bandwidth calendars: bin width and ring size (cost.py says why)
-MEM_BW_BINS = 1024
+MEM_BW_BINS = CAL_BINS
 LOCK_BIN_NS = 256                    # the lock calendars (locks.py says why)
-LOCK_BINS = 4096
+LOCK_BINS = CAL_BINS
 
 CPU_DTYPE = np.dtype([
     ("node", np.int64),
