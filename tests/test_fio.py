@@ -198,9 +198,9 @@ def test_time_based_jobs_stop_while_kswapd_holds_their_cpu():
 def test_a_stream_that_never_ends_stops_with_a_message(monkeypatch):
     """The guard behind the hang above, now in the API (feed.py): a generator that goes on feeding
     jobs whose runtime is over raises instead of being asked for ever."""
-    import tierlab.api as api
+    import tierlab.feed as feed
     from tierlab.workloads.base import Chunk
-    monkeypatch.setattr(api, "FUTILE_CHUNKS", 50)
+    monkeypatch.setattr(feed, "FUTILE_CHUNKS", 50)
     wl = make_workload("fio", {"rw": "randread", "size": "1MiB", "time_based": 1, "runtime": "1ms"})
     first = next(wl.chunks(0))
 

@@ -32,9 +32,7 @@ from .core.profile import KSYMS, NOT_CPU
 from .core.vmstat import MTHP_STAT_NAMES, NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
 from .errors import ConfigError
-from .feed import TaskInput
-
-FUTILE_CHUNKS = 100_000    # chunks in a row that give no task able to run any input: a stuck generator
+from .feed import ChunkFeed
 from .kernel import KNOBS, Kernel
 from .machine import Machine
 from .workloads.base import Progress, Workload
@@ -278,93 +276,48 @@ class Simulation:
     # ---- running ---------------------------------------------------------------------------
     def run(self, chunks=None, progress=None) -> "Simulation":
         """Run the workload's chunks (or the given iterable of Chunk) to their end. Chunks are taken
-        as tasks need input (feed.TaskInput): a task that runs out asks for the next chunk, whose
+        as tasks need input (feed.ChunkFeed): a task that runs out asks for the next chunk, whose
         parts go after each task's rest. A chunk that starts a phase waits until every task has run
         its input. A generator of chunks gets a Progress (workloads.base) sent in when the next
         chunk is asked for: the tasks' clocks then. `progress(n)` is called with each chunk's
         number of ops."""
-        if chunks is None:
-            chunks = self.workload.chunks(self.seed)
-        it = iter(chunks)
-        send = getattr(it, "send", None)
-        task = self.state.task
-        inp = TaskInput(task.shape[0])
         # the input of this run arrives now (the latest time reached): a CPU that idled since its
         # tasks' input ended in an earlier run moves on to now, so no task starts behind the others
-        self.state.cpu["clock"] = np.maximum(self.state.cpu["clock"], int(self.state.sys[0]["now"]))
-        task["input_end"] = task["dead"]
-        self.state.sys[0]["resume_cpu"] = -1
-        held = None            # a chunk that starts a phase, until every task has run its input
-        done_pulls = 0
-        asked = False
-        exhausted = False
+        s = self.state
+        s.cpu["clock"] = np.maximum(s.cpu["clock"], int(s.sys[0]["now"]))
+        s.sys[0]["resume_cpu"] = -1
 
-        def pull() -> bool:
-            """The next chunk's parts, after each task's rest; False when none comes before every
-            task has run its input (the stream ended, or the next chunk starts a phase)."""
-            nonlocal held, asked, exhausted
-            if exhausted or held is not None:
-                return False
-            task = self.state.task
-            try:
-                if asked and send is not None:
-                    ch = send(Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
-                                       phase_start_ns=self.phase_start_ns))
-                else:
-                    ch = next(it)
-            except StopIteration:
-                exhausted = True
-                task["input_end"] = 1
-                return False
+        def on_chunk(ch):
             if self.workload.control_ops:
                 check_control_ops(ch, self._regions, self.state)
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
-            if ch.start_phase and asked:
-                held = ch
-                task["input_end"] = 1
-                return False
-            asked = True
-            if ch.start_phase:
-                self._start_phase(ch.runtime_ns)
-            inp.append(ch.offsets, ch.pages, ch.ops, task["input_end"] == 0)
-            return True
 
-        pull()      # before any quantum: a first chunk that starts a phase sets the tasks' stops
+        def progress_now():
+            task = self.state.task
+            return Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
+                            phase_start_ns=self.phase_start_ns)
+        feed = ChunkFeed(self.workload.chunks(self.seed) if chunks is None else chunks, s.task, self.workload.name,
+                         on_chunk, self._start_phase, progress_now)
+        inp = feed.input
+        feed.pull()      # before any quantum: a first chunk that starts a phase sets the tasks' stops
         while True:
             status = run(self.state, self.p, inp.offsets, inp.pages, inp.ops, inp.pos, self._scratch, self._cands)
             if status == st.STATUS_SAMPLES_FULL:
                 self._drain_samples()
-                continue
-            if status == st.STATUS_OOM:
+            elif status == st.STATUS_OOM:
                 raise ConfigError(self._oom_message())
-            if status == st.STATUS_SEGV:
+            elif status == st.STATUS_SEGV:
                 raise ConfigError(self._segv_message())
-            if status == st.STATUS_MARKS_FULL:
+            elif status == st.STATUS_MARKS_FULL:
                 old = self.state.marks
                 grown = np.zeros((old.shape[0], 2 * old.shape[1]), dtype=old.dtype)
                 grown[:, :old.shape[1]] = old
                 self.state = self.state._replace(marks=grown)
-                continue
-            if status == st.STATUS_NEED_INPUT:
-                t = int(self.state.sys[0]["need_input"])
-                before, futile = int(inp.added[t]), 0
-                while inp.added[t] == before and not self.state.task[t]["input_end"] and pull():
-                    futile = self._futile(futile, f"task {t} ran out of input and")
-                continue
-            # every task has exited or run all its input
-            if held is not None:
-                ch, held = held, None
-                self._start_phase(ch.runtime_ns)
-                inp.append(ch.offsets, ch.pages, ch.ops, self.state.task["input_end"] == 0)
-                continue
-            if exhausted:
+            elif status == st.STATUS_NEED_INPUT:
+                feed.need(int(self.state.sys[0]["need_input"]))
+            elif not feed.next_phase():       # every task has exited or run all its input
                 break
-            # the stream goes on though every task's has ended (e.g. every job's runtime is over):
-            # the generator is to end it
-            done_pulls = self._futile(done_pulls, "every task's input has ended and")
-            if pull() and inp.left().any():
-                done_pulls = 0
         mem_bw_flush_all(self.state.mem, self.state.membw)
         self._drain_samples()
         self._check_horizons()
@@ -373,10 +326,10 @@ class Simulation:
     def _check_horizons(self) -> None:
         """No booking fell behind a memory-bandwidth calendar's horizon (resource.py): the time
         rules keep every client within a quantum and a step of the others, far inside its 67-ms
-        ring, so one beyond is an engine bug, not a result. (The lock calendars' 1.05-ms rings can
-        be outrun by a kswapd batch that swaps out 32 pages, ~2.3 ms at anon-swap's costs, until
-        kswapd's step is bounded: issue #28; a device's by a backlog of queued requests longer
-        than 268 ms. Both count it: Result.locks, the devices' calendars.)"""
+        ring, so one beyond is an engine bug, not a result. (A lock calendar's 1.05-ms ring can be
+        outrun by one long step: a fault that reclaims directly and swaps out took 2.3 ms in the
+        anon-swap golden, until steps are bounded, issue #28; a device's by a backlog of queued
+        requests longer than 268 ms. Both count it: Result.locks, the devices' calendars.)"""
         s = self.state
         for name, cal in (("memory bandwidth", s.membw),):
             n = int(cal["nr_beyond"].sum())
@@ -386,14 +339,6 @@ class Simulation:
                 raise RuntimeError(f"{n} {name} booking(s) fell behind calendar {i}'s horizon of {horizon_us:,.0f} us "
                                    "(the time rules keep clients closer than that: an engine bug, please report it "
                                    "with the run's config)")
-
-    def _futile(self, n: int, what: str) -> int:
-        """One more chunk asked for in vain; past FUTILE_CHUNKS the workload's generator is stuck
-        (it feeds tasks that cannot take input, or none at all) and the run stops saying so."""
-        if n + 1 > FUTILE_CHUNKS:
-            raise RuntimeError(f"workload {self.workload.name}: {what} {FUTILE_CHUNKS} chunks in a row gave it none "
-                               "(its chunk generator never ends the stream: a workload bug, please report it)")
-        return n + 1
 
     def _start_phase(self, runtime_ns: int | None) -> None:
         """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier

@@ -6,7 +6,9 @@ The engine runs a task until its input runs out within a quantum and then return
 holds the ops not yet run in the engine's layout (offsets[T+1], pages, ops, each task's position)
 and appends a chunk's parts after each task's own rest, so no task waits for another's input and
 how the stream was cut into chunks reaches neither the schedule nor the results: a chunk's size is
-a matter of memory only.
+a matter of memory only. `ChunkFeed` asks the workload's generator for chunks when a task needs
+input, holds a chunk that starts a phase until every task has run its input, and stops a
+generator that never ends its stream.
 """
 from __future__ import annotations
 
@@ -50,3 +52,84 @@ class TaskInput:
         self.offsets, self.pages, self.ops = new_off, new_pages, new_ops
         self.pos = new_off[:-1].copy()
         self.added += add
+
+
+FUTILE_CHUNKS = 100_000    # chunks in a row that give no task able to run any input: a stuck generator
+
+
+class ChunkFeed:
+    """A workload's chunks, taken as the tasks need them, into a TaskInput.
+
+    `task` is the state's task array (its input_end is set here: the stream ended, or a chunk
+    that starts a phase waits until every task has run its input); `on_chunk(chunk)` sees each
+    chunk first (checks, progress); `start_phase(runtime_ns)` starts a phase (the API's
+    Simulation._start_phase); `progress()` is the Progress a generator gets when its next chunk is
+    asked for."""
+
+    def __init__(self, chunks, task, name: str, on_chunk, start_phase, progress):
+        self.input = TaskInput(task.shape[0])
+        self.task = task
+        self.name = name
+        self.on_chunk, self.start_phase, self.progress = on_chunk, start_phase, progress
+        self.it = iter(chunks)
+        self.send = getattr(self.it, "send", None)
+        self.held = None           # a chunk that starts a phase, until every task has run its input
+        self.asked = False
+        self.exhausted = False
+        self.idle_pulls = 0
+        task["input_end"] = task["dead"]
+
+    def pull(self) -> bool:
+        """The next chunk's parts, after each task's rest; False when none comes before every task
+        has run its input (the stream ended, or the next chunk starts a phase)."""
+        if self.exhausted or self.held is not None:
+            return False
+        try:
+            ch = self.send(self.progress()) if self.asked and self.send is not None else next(self.it)
+        except StopIteration:
+            self.exhausted = True
+            self.task["input_end"] = 1
+            return False
+        self.on_chunk(ch)
+        if ch.start_phase and self.asked:
+            self.held = ch
+            self.task["input_end"] = 1
+            return False
+        self.asked = True
+        if ch.start_phase:
+            self.start_phase(ch.runtime_ns)
+        self._append(ch)
+        return True
+
+    def need(self, t: int) -> None:
+        """Task t ran out: chunks until it has more input or its input has ended."""
+        before, futile = int(self.input.added[t]), 0
+        while self.input.added[t] == before and not self.task[t]["input_end"] and self.pull():
+            futile = self._futile(futile, f"task {t} ran out of input and")
+
+    def next_phase(self) -> bool:
+        """Every task has exited or run all its input: start the held phase, or take more chunks
+        while the stream goes on (its generator is to end it, e.g. once every job's runtime is
+        over). False when the stream has ended."""
+        if self.held is not None:
+            ch, self.held = self.held, None
+            self.start_phase(ch.runtime_ns)
+            self._append(ch)
+            return True
+        if self.exhausted:
+            return False
+        self.idle_pulls = self._futile(self.idle_pulls, "every task's input has ended and")
+        if self.pull() and self.input.left().any():
+            self.idle_pulls = 0
+        return True
+
+    def _append(self, ch) -> None:
+        self.input.append(ch.offsets, ch.pages, ch.ops, self.task["input_end"] == 0)
+
+    def _futile(self, n: int, what: str) -> int:
+        """One more chunk asked for in vain; past FUTILE_CHUNKS the generator is stuck (it feeds
+        tasks that cannot take input, or none at all) and the run stops saying so."""
+        if n + 1 > FUTILE_CHUNKS:
+            raise RuntimeError(f"workload {self.name}: {what} {FUTILE_CHUNKS} chunks in a row gave it none "
+                               "(its chunk generator never ends the stream: a workload bug, please report it)")
+        return n + 1

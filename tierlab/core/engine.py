@@ -13,8 +13,15 @@ is re-evaluated (`sched_resched`) only when something changed. Time-series sampl
 the smallest clock crosses a sample boundary. Everything is serial and driven by virtual time only,
 so a run is bit-identical whatever the host does.
 
-Accesses. A chunk holds, per task, a run of (page, op) pairs (CSR layout: offsets[T+1]; the op
-encoding is in ops.py). Every access goes through `access_present()`, written once: for a present
+Input. Each task's ops not yet run are in a buffer (CSR layout: offsets[T+1], each task's position
+in task_pos; the op encoding is in ops.py) that the caller tops up (feed.py). A task that runs out
+within its quantum stops there and `run` returns STATUS_NEED_INPUT, keeping the quantum in
+`sys.resume_*`; called again, it goes on with that quantum first. A task waiting for input stays
+on its runqueue, so no other entity runs on meanwhile, and the results do not depend on how the
+caller cut the input (tests/test_time_rules.py). At every sample the spread of the live clocks is
+noted (sched.note_clock_spread) beside the longest single step (`sys.max_step_ns`).
+
+Accesses. Every access goes through `access_present()`, written once: for a present
 folio it does what the kernel does on the hit (a read()/write(): filemap.filemap_access, a
 load/store: memory.pte_access) and charges its cost. In its fast case it stops *before any side
 effect* at anything that needs an out-of-line step (a fault, a hint fault, a page-cache promotion
@@ -30,7 +37,7 @@ Before the general case takes a read() it notes the call's remaining pages (read
 when the page misses or is the task's PG_readahead mark, and at the mark starts the async
 readahead (readahead.page_cache_async_ra) before the access waits for its own window. A task
 whose clock has reached its `stop_at` (a phase's runtime) issues nothing more: the rest of its
-chunk is skipped.
+input is dropped and its input has ended (task.input_end).
 """
 from __future__ import annotations
 
@@ -53,7 +60,7 @@ from .pagecache_promotion import task_numa_promotion_work
 from .params import P
 from .reclaim import kswapd_step
 from .sched import (
-    INF, cpu_ready_at, note_clock_spread, kswapd_dequeue, sched_account, sched_dequeue_task, sched_init_chunk,
+    INF, cpu_ready_at, kswapd_dequeue, note_clock_spread, sched_account, sched_dequeue_task, sched_init_chunk,
     sched_need_pick, sched_next_event, sched_resched, sched_wake_task,
 )
 from .state import (

@@ -206,7 +206,7 @@ def enqueue_seq(s, c):
 
 @jit
 def sched_dequeue_task(s, t):
-    """dequeue_task(): take task t off its CPU's runqueue (its chunk part is done, or it exits)."""
+    """dequeue_task(): take task t off its CPU's runqueue (its input has ended, or it exits)."""
     if not s.task[t].on_rq:
         return
     c = s.task[t].cpu
