@@ -27,6 +27,22 @@ def test_random_read_marks_the_prefault_and_each_tasks_end():
     assert len(m[0]) == 2 and increasing(m[0]) and len(m[1]) == 1       # only task 0 prefaults
 
 
+@pytest.mark.parametrize("target", ["file", "anon"])
+def test_random_read_tasks_start_reading_after_the_prefault(target):
+    """The prefault is a phase of its own (#33): task 1, on a CPU of its own, starts its reads
+    when task 0 has populated the region, not at time 0."""
+    sim = api.build(dict(machine="qemu-2node", workload="random-read", scale=64,
+                         params={"file_size": "64MiB", "accesses": 2000, "prefault": 1, "tasks": 2, "target": target}))
+    res = sim.run().result()
+    m = res.marks_s
+    prefault_end = m[(m.task == 0) & (m.mark == 0)].time_s.item()
+    tasks = res.tasks.set_index("name")
+    assert tasks.cpu["task0"] != tasks.cpu["task1"]
+    assert sim.phase_start_ns / 1e9 >= prefault_end
+    end1 = m[m.task == 1].time_s.item()
+    assert end1 - tasks.runtime_s["task1"] >= prefault_end - 1e-9     # it ran only after the barrier
+
+
 def test_hot_chunks_marks_the_fill_and_each_visit():
     m = marks(dict(machine="bergamo-cxl", workload="hot-chunks", scale=1024, params={"visits": 3}))
     assert list(m) == [0] and len(m[0]) == 1 + 3 and increasing(m[0])

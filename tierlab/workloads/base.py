@@ -341,6 +341,12 @@ class OpStream:
         return pages, ops
 
 
+def one_block(pages: np.ndarray | None = None, ops: np.ndarray | None = None):
+    """An OpStream's `make` that gives (pages, ops) once and then ends (at once without pages)."""
+    blocks = iter([] if pages is None or not pages.shape[0] else [(pages, ops)])
+    return lambda: next(blocks, None)
+
+
 def stream_chunks(streams: list[OpStream], per_task: int, **first) -> Iterator[Chunk]:
     """Chunks of per-task streams, each holding the next per_task ops of every task, until every
     stream has ended; `first` (start_phase, runtime_ns) goes to the first chunk."""

@@ -10,7 +10,8 @@ mmap engine does for reads, and the NUMA scanner then skips it); with io=read it
 region (target=anon) it is a 4 KiB load (the region is first written once, ending with a MARK, so
 the loads find populated memory). `prefault=1` reads the file once sequentially first (warm page
 cache, as after fio's lay-out), ending with a MARK; task 0 does it (and the anon region's first
-write), while the other tasks start their random accesses at once. Every task's last access
+write), and every task starts its random accesses after it, together (a Chunk phase: the other
+tasks wait at the barrier, and read() latencies count from there). Every task's last access
 records a MARK (the end of its reads).
 
 Like fio (fadvise_hint, on by default) and the oracle's guest program, a file's random phase runs
@@ -35,9 +36,11 @@ from ..core.ops import OP_LOAD, OP_MARK, OP_PAGE, OP_READ, OP_STORE, OP_STREAM, 
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
-    MAX_TASKS, Chunk, Process, Region, Workload, choice_param, fadvise_op, float_param, int_param,
-    nodes_param, policy_param, size_param,
+    MAX_TASKS, Chunk, OpStream, Process, Region, Workload, choice_param, fadvise_op, float_param, int_param,
+    nodes_param, one_block, policy_param, size_param, stream_chunks,
 )
+
+READ_BLOCK = 1 << 16      # random accesses drawn at a time (a task's stream is the same whatever the chunks)
 
 
 class RandomRead(Workload):
@@ -123,43 +126,41 @@ class RandomRead(Workload):
     def chunks(self, seed: int) -> Iterator[Chunk]:
         sample = self._sampler(seed)
         T = self.tasks
-        rngs = [np.random.default_rng([seed, t]) for t in range(T)]
         if self.target == "anon":
             fill_op, op = OP_STORE | OP_STREAM, OP_LOAD | OP_PAGE
         elif self.io == "read":
             fill_op, op = OP_READ | OP_STREAM | OP_SYSCALL_END, OP_READ | OP_SYSCALL_END
         else:
             fill_op, op = OP_LOAD | OP_STREAM | OP_PAGE, OP_LOAD | OP_PAGE
-        lengths = [self._prefault_len(t) + self._fadvise_len(t) + self.accesses for t in range(T)]
-        fadvise_page, fadvise_opcode = fadvise_op(0, "random")
         per_task = max(1, self.chunk_accesses // T)
-        start = 0
-        while start < max(lengths):
-            pages_parts, ops_parts, offsets = [], [], [0]
-            for t in range(T):
-                lo, hi = start, min(start + per_task, lengths[t])
-                if hi <= lo:
-                    offsets.append(offsets[-1])
-                    continue
-                pf = self._prefault_len(t)
-                fa = pf + self._fadvise_len(t)        # random accesses start here
-                idx = np.arange(lo, hi, dtype=np.int64)
-                pg = np.empty(hi - lo, dtype=np.int64)
-                o = np.empty(hi - lo, dtype=np.uint8)
-                fill = idx < pf
-                pg[fill] = idx[fill]
-                o[fill] = fill_op
-                o[idx == pf - 1] |= OP_MARK
-                adv = (idx >= pf) & (idx < fa)
-                pg[adv] = fadvise_page
-                o[adv] = fadvise_opcode
-                rand = idx >= fa
-                k = int(rand.sum())
-                pg[rand] = sample(rngs[t], k)
-                o[rand] = op
-                o[idx == lengths[t] - 1] |= OP_MARK
-                pages_parts.append(pg)
-                ops_parts.append(o)
-                offsets.append(offsets[-1] + (hi - lo))
-            start += per_task
-            yield Chunk(np.array(offsets, dtype=np.int64), np.concatenate(pages_parts), np.concatenate(ops_parts))
+        populate = self._prefault_len(0) > 0
+        if populate:
+            # task 0 populates the region (a MARK at its end); the others wait at the barrier
+            fill = np.full(self.pages, fill_op, np.uint8)
+            fill[-1] |= OP_MARK
+            yield from stream_chunks([OpStream(one_block(np.arange(self.pages, dtype=np.int64), fill))]
+                                     + [OpStream(one_block()) for _ in range(1, T)], per_task)
+        fadvise = fadvise_op(0, "random")
+
+        def reads(t):
+            rng = np.random.default_rng([seed, t])
+            first = [fadvise] if self._fadvise_len(t) else []
+            left = self.accesses
+
+            def make():
+                nonlocal left
+                if first:
+                    page, code = first.pop()
+                    return np.array([page], np.int64), np.array([code], np.uint8)
+                k = min(READ_BLOCK, left)
+                if k == 0:
+                    return None
+                left -= k
+                ops = np.full(k, op, np.uint8)
+                if left == 0:
+                    ops[-1] |= OP_MARK
+                return sample(rng, k), ops
+            return OpStream(make)
+        # the random accesses start together (a phase: latency statistics from here)
+        yield from stream_chunks([reads(t) for t in range(T)], per_task, start_phase=populate)
+

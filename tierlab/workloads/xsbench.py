@@ -58,7 +58,7 @@ from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from .base import (
     MAX_TASKS, Chunk, OpStream, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
-    stream_chunks,
+    one_block, stream_chunks,
 )
 
 SIZES = {"large": (355, 11303), "small": (68, 11303)}     # io.c: n_isotopes, n_gridpoints
@@ -209,8 +209,7 @@ class XSBench(Workload):
                                 for lo, hi in zip(base[:3].tolist(), base[1:4].tolist())])
         ops = np.full(pages.shape[0], OP_STORE, np.uint8)
         ops[-1:] |= OP_MARK
-        blocks = iter([(pages, ops)] if pages.shape[0] else [])
-        return lambda: next(blocks, None)
+        return one_block(pages, ops)
 
     def _lookups(self, rng, k, cum, mat_tab, mat_len, base, t) -> np.ndarray:
         """The pages k lookups of thread t touch, in order, and the positions among them that are
