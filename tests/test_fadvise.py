@@ -8,7 +8,7 @@ import pytest
 
 from simkit import DRAM, READ, counters, machine, make_sim, run
 from tierlab.api import check_control_ops
-from tierlab.core.ops import CTRL_FADVISE, CTRL_KIND_MASK, OP_CTRL
+from tierlab.core.ops import CTRL_FADVISE, CTRL_KIND_MASK, OP_CTRL, OP_MARK
 from tierlab.core.state import FADV_NORMAL, FADV_RANDOM
 from tierlab.errors import ConfigError
 from tierlab.workloads import make_workload
@@ -46,19 +46,23 @@ def test_fadvise_op_is_checked_before_the_run():
 
 def test_random_read_runs_its_random_phase_under_fadv_random():
     """Without prefault the file is opened with the advice; with prefault task 0 calls fadvise right
-    after its sequential pass (after the MARK), before its first random read."""
+    after its sequential pass (the prefault phase, ending with the MARK), as the first op of the
+    random phase, before its first random read."""
     w = make_workload("random-read", {"target": "file", "io": "read", "file_size": "64KiB", "accesses": 5})
     assert [r.advice for r in w.regions()] == ["random"] and not w.control_ops
     w = make_workload("random-read", {"target": "file", "io": "read", "file_size": "64KiB", "accesses": 5,
                                       "prefault": 1, "tasks": 2})
     assert [r.advice for r in w.regions()] == ["normal"] and w.control_ops
-    ch = next(iter(w.chunks(0)))
-    t0 = ch.ops[ch.offsets[0]:ch.offsets[1]]
-    assert len(t0) == 16 + 1 + 5 == w.nr_accesses() - 5
+    prefault, rand = list(w.chunks(0))
+    assert not prefault.start_phase and rand.start_phase
+    assert np.diff(prefault.offsets).tolist() == [16, 0] and prefault.ops[-1] & OP_MARK
+    assert not (prefault.ops & OP_CTRL).any()
+    t0 = rand.ops[rand.offsets[0]:rand.offsets[1]]
+    assert len(t0) == 1 + 5 and 16 + 1 + 5 == w.nr_accesses() - 5
     ctrl = np.flatnonzero(t0 & OP_CTRL)
-    assert ctrl.tolist() == [16] and t0[16] & CTRL_KIND_MASK == CTRL_FADVISE
-    assert ch.pages[ch.offsets[0] + 16] == fadvise_op(0, "random")[0]
-    assert not (ch.ops[ch.offsets[1]:ch.offsets[2]] & OP_CTRL).any()     # task 1 reads at random only
+    assert ctrl.tolist() == [0] and t0[0] & CTRL_KIND_MASK == CTRL_FADVISE
+    assert rand.pages[rand.offsets[0]] == fadvise_op(0, "random")[0]
+    assert not (rand.ops[rand.offsets[1]:rand.offsets[2]] & OP_CTRL).any()     # task 1 reads at random only
     anon = make_workload("random-read", {"target": "anon", "file_size": "64KiB", "accesses": 5})
     assert [r.advice for r in anon.regions()] == ["normal"] and not anon.control_ops
 
