@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+FUTILE_CHUNKS = 100_000    # chunks in a row that give no task able to run any input: a stuck generator
+
 
 class TaskInput:
     """Per task, the ops it has not run yet (task t's are ops[pos[t]:offsets[t + 1]])."""
@@ -52,9 +54,6 @@ class TaskInput:
         self.offsets, self.pages, self.ops = new_off, new_pages, new_ops
         self.pos = new_off[:-1].copy()
         self.added += add
-
-
-FUTILE_CHUNKS = 100_000    # chunks in a row that give no task able to run any input: a stuck generator
 
 
 class ChunkFeed:
