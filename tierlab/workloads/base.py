@@ -329,13 +329,17 @@ class OpStream:
 
     def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The next n ops (fewer at the stream's end)."""
-        while self.pages.shape[0] < n and not self.ended:
+        pages, ops, have = [self.pages], [self.ops], self.pages.shape[0]
+        while have < n and not self.ended:
             block = self.make()
             if block is None:
                 self.ended = True
                 break
-            self.pages = np.concatenate([self.pages, block[0]])
-            self.ops = np.concatenate([self.ops, block[1]])
+            pages.append(block[0])
+            ops.append(block[1])
+            have += block[0].shape[0]
+        if len(pages) > 1:
+            self.pages, self.ops = np.concatenate(pages), np.concatenate(ops)
         pages, ops = self.pages[:n], self.ops[:n]
         self.pages, self.ops = self.pages[n:], self.ops[n:]
         return pages, ops

@@ -56,6 +56,7 @@ import numpy as np
 from ..core.ops import OP_LOAD, OP_MARK, OP_STORE
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
+from ._kernels import fill_xsbench_lookups
 from .base import (
     MAX_TASKS, Chunk, OpStream, Process, Region, Workload, choice_param, float_param, int_param, nodes_param,
     one_block, stream_chunks,
@@ -217,42 +218,19 @@ class XSBench(Workload):
         n_iso, n_gp, N = self.n_isotopes, self.n_gridpoints, self.n_union
         energy = rng.random(k)
         mat = np.minimum(np.searchsorted(cum, rng.random(k) * cum[-1], side="right"), len(cum) - 1)
-        # the binary search over the sorted unionized energies: one load per step
-        target = np.minimum((energy * N).astype(np.int64), N - 1)
-        lo, hi = np.zeros(k, np.int64), np.full(k, N - 1, np.int64)
-        steps = []
-        while True:
-            live = hi - lo > 1
-            if not live.any():
-                break
-            mid = (lo + hi) // 2
-            steps.append(np.where(live, base[1] + mid * 8 // PAGE_SIZE, -1))
-            right = live & (mid <= target)
-            lo = np.where(right, mid, lo)
-            hi = np.where(live & ~right, mid, hi)
-        search = np.stack(steps, axis=1) if steps else np.zeros((k, 0), np.int64)
-        # the index grid's row for that energy: its first and (if another) last page
-        row0 = (target * n_iso * 4) // PAGE_SIZE
-        row1 = ((target * n_iso + n_iso - 1) * 4) // PAGE_SIZE
-        index = np.stack([base[2] + row0, np.where(row1 != row0, base[2] + row1, -1)], axis=1)
-        # each nuclide's bracketing pair of grid points
-        width = mat_tab.shape[1]
-        nucs = mat_tab[mat]                                             # k x width
-        valid = np.arange(width)[None, :] < mat_len[mat][:, None]
-        low = np.minimum((energy * n_gp).astype(np.int64), n_gp - 2)[:, None]
-        points = np.where(valid, base[0] + ((nucs * n_gp + low) * POINT_BYTES) // PAGE_SIZE, -1)
-        stack = np.full((k, 1), base[3] + t, np.int64)
-        grid = np.concatenate([search, index, points, stack], axis=1)
-        keep = grid >= 0
-        pages = grid[keep]
+        # at most: the search's steps, two index pages, every nuclide's point, the stack
+        bound = int(N).bit_length() + 3 + mat_tab.shape[1]
+        pages = np.empty(k * bound, np.int64)
+        ends = np.empty(k, np.int64)
+        firsts = np.empty(k, np.int64)
+        n = fill_xsbench_lookups(pages, ends, firsts, energy, mat.astype(np.int64), mat_tab, mat_len.astype(np.int64),
+                                 np.int64(N), np.int64(n_iso), np.int64(n_gp), base.astype(np.int64),
+                                 np.int64(POINT_BYTES), np.int64(PAGE_SIZE), np.int64(base[3] + t))
         # the stack store ends each lookup; the what-if writes hit the first nuclide's grid point
-        n = keep.sum(axis=1)
-        stores = np.cumsum(n) - 1
+        stores = ends
         if self.write_share > 0:
-            first_point = search.shape[1] + index.shape[1]
-            at = np.cumsum(n) - n + keep[:, :first_point].sum(axis=1)
-            stores = np.concatenate([stores, at[rng.random(k) < self.write_share]])
-        return pages.astype(np.int64), stores
+            stores = np.concatenate([stores, firsts[rng.random(k) < self.write_share]])
+        return pages[:n], stores
 
     def summary(self, result, phase_start_ns: int) -> dict:
         """init_s: the initialisation's end (the last thread's first MARK); lookup_s: from there to
