@@ -299,6 +299,7 @@ def test_a_task_policy_applies_to_vmas_without_their_own():
     (Process("p", policy="weighted", policy_nodes=(0,)), "not a memory policy"),
     (Process("p", policy="interleave|numa_balancing", policy_nodes=(0,)), "bind only"),
     (Process("p", policy="bind", policy_nodes=(3,)), "node 3 does not exist"),
+    (Process("p", after="q"), "after: 'q' is not an earlier process"),
 ])
 def test_bad_processes_are_refused_naming_the_key(proc, match):
     m = machine((256, 2, DRAM), (256, 0, CXL))
@@ -333,6 +334,20 @@ def test_a_process_starting_later_idles_its_cpu_until_then():
     sim.run(chunks=[chunk([(0, STORE)], [(8, STORE)])])
     r = sim.result()
     assert r.task_times_s[1] > 0.005 and r.task_times_s[0] < 0.001
+
+
+def test_a_process_after_another_starts_at_its_exit():
+    """Process.after (a parent waiting for one child and forking the next): b is not runnable
+    until a has exited, and starts then on its own CPU, whatever the chunks say."""
+    m = machine((256, 2, DRAM))
+    sim = make(m, [Region("a", "anon", 8), Region("b", "anon", 8)],
+               [Process("a", vmas=("a",)), Process("b", vmas=("b",), after="a")])
+    assert sim.state.task["start"][1] == st.NO_START
+    sim.run(chunks=[chunk([(i, STORE) for i in range(8)] + [ctl("exit")], [(8, STORE)])])
+    task = sim.state.task
+    assert task["dead"][0] and task["end"][0] > 0
+    assert task["start"][1] == task["end"][0]           # woken at a's exit
+    assert task["end"][1] > task["end"][0] and task["runtime"][1] > 0
 
 
 def run_lifecycles(script, seed, fast_case=True, check=True):

@@ -42,9 +42,9 @@ Simplifications:
   EEVDF (6.6+) replaced the pick and the wake-up preemption with eligibility and virtual
   deadlines; between equal-weight entities that stay runnable it shares a CPU the same way;
 - a task leaves the runqueue only when it exits or its input has ended (the workload's stream, or a
-  phase's runtime); a task whose buffered input runs low stays on it and the run loop asks the
-  caller for more before it runs (engine.run, STATUS_NEED_INPUT), so how the input is cut into
-  chunks never reaches the schedule.
+  phase's runtime); a task that runs out of buffered input stays on it, and the run loop stops
+  where it ran out and asks the caller for more (engine.run, STATUS_NEED_INPUT), so how the input
+  is cut into chunks never reaches the schedule.
 
 Processes: a task enters its CPU's runqueue at its `start` (the CPU, idle, jumps to it) and leaves
 it at exit (`dead`); `sched_wake_task` (runnable from a given time), `sched_exit_task` (do_exit) and

@@ -24,6 +24,7 @@ own mm.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 import numpy as np
@@ -139,8 +140,7 @@ class AnonBuild(AnonReplay):
         procs = super().processes()
         if self.waves != "free":
             return procs
-        return [Process(pr.name, after=procs[i - self.jobs].name if i >= self.jobs else "")
-                for i, pr in enumerate(procs)]
+        return [replace(pr, after=procs[i - self.jobs].name) if i >= self.jobs else pr for i, pr in enumerate(procs)]
 
     def nr_accesses(self) -> int | None:
         return None
