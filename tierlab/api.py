@@ -330,15 +330,14 @@ class Simulation:
         outrun by one long step: a fault that reclaims directly and swaps out took 2.3 ms in the
         anon-swap golden, until steps are bounded, issue #28; a device's by a backlog of queued
         requests longer than 268 ms. Both count it: Result.locks, the devices' calendars.)"""
-        s = self.state
-        for name, cal in (("memory bandwidth", s.membw),):
-            n = int(cal["nr_beyond"].sum())
-            if n:
-                i = int(np.flatnonzero(cal["nr_beyond"])[0])
-                horizon_us = (1 << int(cal["bin_shift"][i])) * cal["bin_tag"].shape[1] / 1e3
-                raise RuntimeError(f"{n} {name} booking(s) fell behind calendar {i}'s horizon of {horizon_us:,.0f} us "
-                                   "(the time rules keep clients closer than that: an engine bug, please report it "
-                                   "with the run's config)")
+        cal = self.state.membw
+        n = int(cal["nr_beyond"].sum())
+        if n:
+            nid = int(np.flatnonzero(cal["nr_beyond"])[0])
+            horizon_us = (1 << int(cal["bin_shift"][nid])) * cal["bin_tag"].shape[1] / 1e3
+            raise RuntimeError(f"{n} memory bandwidth booking(s) of node {nid} fell behind its calendar's horizon of "
+                               f"{horizon_us:,.0f} us (the time rules keep clients closer than that: an engine bug, "
+                               "please report it with the run's config)")
 
     def _start_phase(self, runtime_ns: int | None) -> None:
         """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier

@@ -331,8 +331,7 @@ def msecs_to_jiffies(ms):
 def init_numa_balancing(s, p, mm, now):
     """init_numa_balancing() for the first task of an mm that starts at `now`: its first scan no
     earlier than scan_delay later (mm_first_scan_jiffies, for the mms that start at a set time)."""
-    delay = (np.int64(p[P.SCAN_DELAY_MS]) + MSEC_PER_JIFFY - 1) // MSEC_PER_JIFFY
-    s.mm[mm].numa_next_scan = jiffies_at(p, now) + delay
+    s.mm[mm].numa_next_scan = jiffies_at(p, now) + msecs_to_jiffies(np.int64(p[P.SCAN_DELAY_MS]))
 
 
 @jit_inline
