@@ -23,6 +23,7 @@ from .core.cost import mem_bw_flush_all
 from .core.costs import COSTS
 from .core.engine import node_gauges, run, sample_columns, take_sample
 from .core.lru import lru_gen_change_state
+from .core.migrate import NR_MAX_BATCHED_MIGRATION
 from .core.mglru import LRU_GEN_CORE
 from .core.mmzone import setup_watermarks
 from .core.numa_balancing import mm_first_scan_jiffies, reset_promotion_state, thread_node_stamps
@@ -164,7 +165,7 @@ class Simulation:
         self.p = self._build_params()
         self.state.lruvec["lru_gen_enabled"] = int(self.kernel.lru_gen) & LRU_GEN_CORE
         self._ts_rows: list[np.ndarray] = []
-        self._scratch = np.zeros(64, dtype=np.int64)
+        self._scratch = np.zeros(NR_MAX_BATCHED_MIGRATION, dtype=np.int64)   # isolated folios: reclaim, migration
         self._cands = np.zeros(machine.nr_nodes, dtype=np.int64)
         self._chunks = None
         self.phase_start_ns = 0        # when the last phase started (Chunk.start_phase)
@@ -289,7 +290,7 @@ class Simulation:
 
         def on_chunk(ch):
             if self.workload.control_ops:
-                check_control_ops(ch, self._regions, self.state)
+                check_control_ops(ch, self._regions, self.state, self.machine.nr_nodes)
             if progress is not None:
                 progress(int(ch.pages.shape[0]))
 
@@ -454,6 +455,14 @@ class Simulation:
             "numa_scan_seq": s.mm["numa_scan_seq"], "hint_faults": s.mm["hint_faults"],
             "nr_cpus_ran": cpus})
         df.index.name = "mm"
+        return df
+
+    def move_pages_status(self) -> pd.DataFrame:
+        """Per task, the pages of its move_pages(2) calls by outcome (core/migrate.py MP_*): moved,
+        already on the node, -ENOENT, -EFAULT, -EBUSY, and not migrated (the target had no room)."""
+        from .core.migrate import MP_NAMES
+        df = pd.DataFrame(self.state.task["move_status"], columns=list(MP_NAMES))
+        df.index.name = "task"
         return df
 
     def hint_latency(self) -> pd.DataFrame:
@@ -631,14 +640,19 @@ class Simulation:
                                     self.page_alloc_model).to_dict()
 
 
-def check_control_ops(ch, regions, state) -> None:
+def check_control_ops(ch, regions, state, nr_nodes=None) -> None:
     """The control ops of a chunk, before it runs: a known kind, a region slot that exists, an
     mmap/brk length within the slot and a multiple of its folio size, an exit as the task's last
-    op in the chunk, a fadvise of a file region with a known advice. (Whether a slot is mapped by
-    the right process at that moment is the engine's to check: a wrong one stops the run with a
-    SIGSEGV message.)"""
-    from .core.ops import CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_NAMES, OP_CPU, OP_CTRL, ctrl_unpack
-    from .core.state import FADV_CODES
+    op in the chunk, a fadvise of a file region with a known advice, move_pages/migrate_pages/mbind
+    naming nodes that exist (nr_nodes) and a known policy. (Whether a slot is mapped by the right
+    process at that moment is the engine's to check: a wrong one stops the run with a SIGSEGV
+    message.)"""
+    from .core.mempolicy import MIGRATE_FROM_SHIFT, mbind_unpack
+    from .core.ops import (
+        CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, CTRL_MOVE_PAGES, CTRL_NAMES,
+        MOVE_NODE_SHIFT, OP_CPU, OP_CTRL, ctrl_unpack,
+    )
+    from .core.state import FADV_CODES, MPOL_CODES
     # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
     cpu = ch.ops == OP_CPU
     if cpu.any() and (ch.pages[cpu] < 0).any():
@@ -661,6 +675,36 @@ def check_control_ops(ch, regions, state) -> None:
         if kind == CTRL_EXIT:
             if i != int(ch.offsets[t + 1]) - 1:
                 raise ConfigError(f"{key}: exit must be the task's last op")
+            continue
+
+        def check_nodes(what, nodes):
+            bad = [n for n in nodes if nr_nodes is not None and not 0 <= n < nr_nodes]
+            if bad or not nodes:
+                raise ConfigError(f"{key}: {what} node(s) {bad or 'none'}; accepted: 0..{(nr_nodes or 1) - 1}")
+        if kind == CTRL_MIGRATE_PAGES:
+            check_nodes("migrate_pages from", [n for n in range(64) if (arg >> MIGRATE_FROM_SHIFT) >> n & 1])
+            check_nodes("migrate_pages to", [arg & 255])
+            continue
+        if kind == CTRL_MOVE_PAGES:
+            check_nodes("move_pages target", [slot >> MOVE_NODE_SHIFT])
+            slot &= (1 << MOVE_NODE_SHIFT) - 1
+        if kind == CTRL_MBIND:
+            slot, mode, _, mask = mbind_unpack(arg)
+            if mode not in MPOL_CODES.values():
+                raise ConfigError(f"{key}: mbind mode {mode}; accepted: "
+                                  + ", ".join(f"{k} ({v})" for k, v in MPOL_CODES.items()))
+            nodes = [n for n in range(32) if mask >> n & 1]
+            if mode == MPOL_CODES["default"]:
+                if nodes:
+                    raise ConfigError(f"{key}: mbind default takes no nodes, got {nodes}")
+            else:
+                check_nodes("mbind", nodes)
+        if kind in (CTRL_MOVE_PAGES, CTRL_MBIND):
+            if not 0 <= slot < len(regions):
+                raise ConfigError(f"{key}: slot {slot} does not exist; accepted: 0..{len(regions) - 1}")
+            if kind == CTRL_MOVE_PAGES and not 0 <= npages <= regions[slot].pages:
+                raise ConfigError(f"{key}: move_pages of {npages} pages of region {regions[slot].name} "
+                                  f"({regions[slot].pages} pages; 0: all)")
             continue
         if kind == CTRL_FADVISE:
             if not 0 <= slot < len(regions) or regions[slot].kind != "file":

@@ -49,10 +49,12 @@ from .cost import line_load_ns, mem_fast_ok
 from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
+from .mempolicy import page_movement_ctrl
 from .mm import cpumask_set_cpu, do_ctrl
 from .numa_balancing import init_numa_balancing, jiffies_at, next_numa_tick, task_tick_numa
 from .ops import (
-    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, OP_CPU, OP_CTRL, OP_KIND_MASK,
+    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MBIND,
+    CTRL_MIGRATE_PAGES, CTRL_MOVE_PAGES, OP_CPU, OP_CTRL, OP_KIND_MASK,
     OP_MARK, OP_READ, OP_STOP, OP_SYSCALL_END,
 )
 from .readahead import call_goes_on, call_pages_left, page_cache_async_ra, page_present
@@ -173,7 +175,7 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
 
 
 @jit
-def task_ctrl(s, p, task, cpu, op, arg, clock):
+def task_ctrl(s, p, task, cpu, op, arg, clock, scratch, cands):
     """A control op of `task` (ops.CTRL_*, mm.py). At exit the task's queued work runs first
     (exit_task_work: a promotion list is migrated, not dropped), and once its process's mm is torn
     down the processes waiting for that start (start_waiting). Returns (cost, ok); not ok is a
@@ -182,7 +184,11 @@ def task_ctrl(s, p, task, cpu, op, arg, clock):
     exiting = (op & CTRL_KIND_MASK) == CTRL_EXIT
     if exiting and s.task[task].promo_count > 0:
         cost += task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock)
-    c, ok = do_ctrl(s, p, task, op, arg, clock + np.int64(cost))
+    kind = op & CTRL_KIND_MASK
+    if kind == CTRL_MOVE_PAGES or kind == CTRL_MIGRATE_PAGES or kind == CTRL_MBIND:
+        c, ok = page_movement_ctrl(s, p, task, op, arg, clock + np.int64(cost), scratch, cands)
+    else:
+        c, ok = do_ctrl(s, p, task, op, arg, clock + np.int64(cost))
     cost += c
     if exiting and ok and s.mm[s.task[task].mm].users == 0:
         start_waiting(s, p, s.task[task].mm, clock + np.int64(cost))
@@ -402,7 +408,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     backoff = min(backoff * 2, 4096)
             op = ops[np.uint64(pos)]
             if op & OP_CTRL:
-                cost, ok = task_ctrl(s, p, t, c, op, pages[np.uint64(pos)], clock)
+                cost, ok = task_ctrl(s, p, t, c, op, pages[np.uint64(pos)], clock, scratch, cands)
                 pos += 1
                 clock += np.int64(cost)
                 if not ok:

@@ -17,6 +17,12 @@ case at them as at a MARK (one mask test, no cost on the access path) and hands 
 - CTRL_BRK: arg = ctrl_arg(slot, npages): move the VMA's end to npages (grow, or shrink: zap the
   tail), as brk() moves a heap;
 - CTRL_EXIT: the task exits (do_exit); its mm's memory is torn down with its last task (exit_mmap).
+- CTRL_MOVE_PAGES: arg = move_pages_arg(slot, node, npages): move_pages(2) of the slot's first
+  npages pages (0: all) to node (migrate.do_pages_move; outcomes per page in task.move_status);
+- CTRL_MIGRATE_PAGES: arg = mempolicy.migrate_arg(from_nodes, node): migrate_pages(2) of the task's
+  own process (mempolicy.do_migrate_pages);
+- CTRL_MBIND: arg = mempolicy.mbind_arg(slot, mode, nodes, move, numa_balancing): mbind(2) of the
+  slot's VMA, with MPOL_MF_MOVE when `move` (mempolicy.do_mbind);
 - CTRL_CPU: arg = ns of the task's own CPU work that touches no simulated memory (a server's
   request parsing, its system calls' fixed part): the task's clock advances by arg. It is the one
   control op the fast case takes in place (engine.fast_run: no stop, so a workload may put one
@@ -45,8 +51,12 @@ CTRL_BRK = 3
 CTRL_EXIT = 4
 CTRL_CPU = 5
 CTRL_FADVISE = 6     # posix_fadvise() on the region's file: arg = (FADV_* << 32) | slot
+CTRL_MOVE_PAGES = 7
+CTRL_MIGRATE_PAGES = 8
+CTRL_MBIND = 9
 CTRL_NAMES = {"mmap": CTRL_MMAP, "munmap": CTRL_MUNMAP, "brk": CTRL_BRK, "exit": CTRL_EXIT, "cpu": CTRL_CPU,
-              "fadvise": CTRL_FADVISE}
+              "fadvise": CTRL_FADVISE, "move_pages": CTRL_MOVE_PAGES, "migrate_pages": CTRL_MIGRATE_PAGES,
+              "mbind": CTRL_MBIND}
 OP_CPU = OP_CTRL | CTRL_CPU   # the op byte of CPU work (its `page` slot holds the ns)
 CTRL_ARG_SHIFT = 32  # arg = (npages << 32) | slot
 
@@ -55,6 +65,14 @@ def ctrl_arg(slot: int, npages: int = 0) -> int:
     """The `page` slot of a CTRL_MMAP / CTRL_BRK op: region slot and a length in pages (CTRL_FADVISE:
     the advice code in place of the length)."""
     return (int(npages) << CTRL_ARG_SHIFT) | int(slot)
+
+
+MOVE_NODE_SHIFT = 24  # CTRL_MOVE_PAGES: the node rides in the slot field's upper bits
+
+
+def move_pages_arg(slot: int, node: int, npages: int = 0) -> int:
+    """The `page` slot of a CTRL_MOVE_PAGES op: the slot's first npages pages (0: all) to node."""
+    return ctrl_arg(int(slot) | int(node) << MOVE_NODE_SHIFT, npages)
 
 
 @jit_inline

@@ -256,6 +256,8 @@ CPU_DTYPE = np.dtype([
     ("lru_batch", np.int64, (LRU_BATCH_MAX,)),   # the per-CPU lru_add folio batch
 ], align=True)
 
+NR_MP_STATUS = 6     # move_pages(2) outcomes counted per task (migrate.py MP_*)
+
 TASK_DTYPE = np.dtype([
     ("cpu", np.int64),
     ("mm", np.int64),
@@ -297,6 +299,7 @@ TASK_DTYPE = np.dtype([
     ("input_end", np.int64),         # 1: no more input comes for the task before the next phase (its stream ended)
     ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
+    ("move_status", np.int64, (NR_MP_STATUS,)),  # move_pages(2) pages by outcome (migrate.py MP_*)
 ], align=True)
 
 # struct vma_numab_state (include/linux/mm_types.h): per region slot, NUMA balancing's view of its VMA

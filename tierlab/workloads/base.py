@@ -130,6 +130,34 @@ def fadvise_op(slot: int, advice: str) -> tuple[int, int]:
     return control_op("fadvise", slot, FADV_CODES[advice])
 
 
+def move_pages_op(slot: int, node: int, npages: int = 0) -> tuple[int, int]:
+    """(page, op) of move_pages(2) by the issuing task: the first npages pages (0: all) of region slot
+    `slot` to `node` (core/migrate.py do_pages_move; outcomes in Simulation.move_pages_status)."""
+    from ..core.ops import CTRL_MOVE_PAGES, OP_CTRL, move_pages_arg
+    return move_pages_arg(slot, node, npages), OP_CTRL | CTRL_MOVE_PAGES
+
+
+def migrate_pages_op(from_nodes, node: int) -> tuple[int, int]:
+    """(page, op) of migrate_pages(2) of the issuing task's process (what `migratepages PID from to`
+    does): its mapped pages on `from_nodes` to `node` (core/mempolicy.py do_migrate_pages)."""
+    from ..core.mempolicy import migrate_arg
+    from ..core.ops import CTRL_MIGRATE_PAGES, OP_CTRL
+    return migrate_arg(from_nodes, node), OP_CTRL | CTRL_MIGRATE_PAGES
+
+
+def mbind_op(slot: int, policy: str, nodes=(), move: bool = False) -> tuple[int, int]:
+    """(page, op) of mbind(2) of region slot `slot`: policy as a Region takes it (default, bind,
+    preferred, interleave; "bind|numa_balancing"), with MPOL_MF_MOVE when `move` (the mapped pages
+    outside the new nodes move to where the policy places them; core/mempolicy.py do_mbind)."""
+    from ..core.mempolicy import mbind_arg
+    from ..core.ops import CTRL_MBIND, OP_CTRL
+    from ..core.state import MPOL_CODES
+    mode, flags = split_policy(policy, "mbind policy")
+    if mode != "default" and not nodes:
+        raise ConfigError(f"mbind policy {policy} needs nodes")
+    return mbind_arg(slot, MPOL_CODES[mode], nodes, move, bool(flags)), OP_CTRL | CTRL_MBIND
+
+
 @dataclass
 class Chunk:
     offsets: np.ndarray   # int64[T+1]

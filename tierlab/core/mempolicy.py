@@ -1,0 +1,195 @@
+"""Memory policy system calls that move pages: migrate_pages(2) and mbind(2) (mm/mempolicy.c).
+
+- migrate_pages(2) of the calling task's own process (kernel_migrate_pages with pid 0, what
+  `migratepages` runs for a pid): do_migrate_pages() drains the lru_add batches
+  (lru_cache_disable) and, for each source node of `from` other than the target, migrate_to_node():
+  queue_pages_range() over every VMA of the mm with MPOL_MF_MOVE isolates the folios mapped there
+  on that node, and migrate_pages(MR_SYSCALL) moves them (migrate.migrate_folio_list).
+- mbind(2) of a slot (do_mbind): the VMA gets the policy (mode, nodes, MPOL_F_NUMA_BALANCING as
+  config.policy_code gives it for a Region); with MPOL_MF_MOVE, queue_pages_range() with
+  MPOL_MF_INVERT isolates the mapped folios on nodes outside the new nodemask and
+  alloc_migration_target_by_mpol() sends each where the new policy would allocate it now (its
+  zonelist's first node, page_alloc.policy_nodes). A slot mapped later (CTRL_MMAP) keeps the
+  policy, as the slot's own VMA policy.
+
+Only folios mapped by the mm's page tables are queued (page cache that the mm has not mapped is
+not part of its address space), and only those on an LRU (the kernel's isolation fails for the
+others and they stay). Counters: pgmigrate_success/fail; NUMA balancing's are not touched.
+
+Simplifications: one pass over the mm's VMAs queues every source node's folios (the kernel calls
+migrate_to_node() once per source node, in an order that avoids moving a folio twice: with one
+target node the result is the same); migrate_pages(2)'s target is one node (the kernel maps each
+source node to a node of `to`); a folio's walk costs nothing besides its migration (as in
+migrate.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit, jit_inline
+
+from .lru import lru_add_drain_all
+from .migrate import NR_MAX_BATCHED_MIGRATION, do_pages_move, isolate_for_syscall, migrate_folio_list
+from .mm import force_sig_segv
+from .ops import CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, MOVE_NODE_SHIFT, ctrl_unpack
+from .page_alloc import policy_nodes
+from .params import P
+from .profile import K, charge
+from .state import (
+    F2_MAPPED, F2_PRESENT, MPOL_DEFAULT, MPOL_F_MOF, MPOL_F_MORON, MPOL_F_NUMA_BALANCING, folio_head, folio_nr_pages,
+)
+
+MPOL_MF_MOVE = 1             # the mbind flag (include/uapi/linux/mempolicy.h 1 << 1, encoded here as bit 0)
+MBIND_NUMA_BALANCING = 2     # the mode flag MPOL_F_NUMA_BALANCING, encoded as bit 1 of the op's flags
+MBIND_MODE_SHIFT = 20        # a CTRL_MBIND arg: slot | mode << 20 | flags << 24 | nodemask << 32
+MBIND_FLAGS_SHIFT = 24
+MBIND_NODES_SHIFT = 32
+MIGRATE_FROM_SHIFT = 8       # a CTRL_MIGRATE_PAGES arg: to_node | from_nodemask << 8
+
+
+def mbind_arg(slot: int, mode: int, nodes, move: bool = False, numa_balancing: bool = False) -> int:
+    """The `page` slot of a CTRL_MBIND op."""
+    mask = 0
+    for n in nodes:
+        mask |= 1 << int(n)
+    flags = (MPOL_MF_MOVE if move else 0) | (MBIND_NUMA_BALANCING if numa_balancing else 0)
+    return int(slot) | int(mode) << MBIND_MODE_SHIFT | flags << MBIND_FLAGS_SHIFT | mask << MBIND_NODES_SHIFT
+
+
+def mbind_unpack(arg: int):
+    """(slot, mode, flags, nodemask) of a CTRL_MBIND arg (mbind_arg's inverse), for Python."""
+    return (arg & ((1 << MBIND_MODE_SHIFT) - 1), (arg >> MBIND_MODE_SHIFT) & 15, (arg >> MBIND_FLAGS_SHIFT) & 255,
+            arg >> MBIND_NODES_SHIFT)
+
+
+def migrate_arg(from_nodes, to_node: int) -> int:
+    """The `page` slot of a CTRL_MIGRATE_PAGES op."""
+    mask = 0
+    for n in from_nodes:
+        mask |= 1 << int(n)
+    return int(to_node) | mask << MIGRATE_FROM_SHIFT
+
+
+@jit_inline
+def folio_queueable(s, head):
+    """queue_folios_pte_range()'s first tests: a folio present and mapped by the mm's page tables."""
+    f2 = s.pages.flags2[head]
+    return (f2 & F2_PRESENT) != 0 and (f2 & F2_MAPPED) != 0
+
+
+@jit
+def do_migrate_pages(s, p, task, from_mask, dst, now, folios):
+    """migrate_pages(2) of the task's own mm: every mapped folio on a node of from_mask (dst
+    excluded) to node dst. Returns (folios not migrated, cost in ns)."""
+    cost = lru_add_drain_all(s, p, now)
+    mm = s.task[task].mm
+    m = np.uint64(from_mask)
+    n = 0
+    queued = 0
+    failed = 0
+    for r in range(s.regions.kind.shape[0]):
+        if s.regions.mm[r] != mm:
+            continue
+        x = s.regions.start[r]
+        while x < s.regions.end[r]:
+            head = folio_head(s, x)
+            nr = folio_nr_pages(s, head)
+            nid = s.pages.node[head]
+            if (folio_queueable(s, head) and nid != dst and (m >> np.uint64(nid)) & np.uint64(1)
+                    and isolate_for_syscall(s, head)):
+                folios[n] = head
+                n += 1
+                queued += nr
+                if n == folios.shape[0] or queued >= NR_MAX_BATCHED_MIGRATION:
+                    f, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
+                    failed += f
+                    cost += c
+                    n = 0
+                    queued = 0
+            x = head + nr
+    if n > 0:
+        f, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
+        failed += f
+        cost += c
+    return failed, cost
+
+
+@jit_inline
+def set_vma_policy(s, r, mode, flags, mask):
+    """The slot's VMA policy (vma_replace_policy): mode, its nodes in node order, its flags."""
+    s.regions.policy[r] = mode
+    s.regions.vma_policy[r] = 1
+    pol_flags = 0
+    if mode == MPOL_DEFAULT or (flags & MBIND_NUMA_BALANCING):
+        pol_flags = MPOL_F_MOF | MPOL_F_MORON
+    if flags & MBIND_NUMA_BALANCING:
+        pol_flags |= MPOL_F_NUMA_BALANCING
+    s.regions.pol_flags[r] = pol_flags
+    m = np.uint64(mask)
+    k = 0
+    for nid in range(s.regions.nodes.shape[1]):
+        s.regions.nodes[r, nid] = -1
+    for nid in range(min(32, s.regions.nodes.shape[1])):
+        if (m >> np.uint64(nid)) & np.uint64(1):
+            s.regions.nodes[r, k] = nid
+            k += 1
+
+
+@jit
+def do_mbind(s, p, task, r, mode, flags, mask, now, folios, cands):
+    """mbind(2) of slot r by `task` (its VMA must be the task's mm's): set the policy and, with
+    MPOL_MF_MOVE, move the mapped folios on nodes outside `mask` to where the new policy places
+    them, one migrate_pages() per run of folios with the same target. Returns (ok, cost in ns)."""
+    if s.regions.mm[r] != s.task[task].mm:
+        return False, 0.0
+    set_vma_policy(s, r, mode, flags, mask)
+    if not (flags & MPOL_MF_MOVE) or mode == MPOL_DEFAULT:
+        return True, 0.0
+    cost = lru_add_drain_all(s, p, now)
+    cpu_nid = s.cpu[s.task[task].cpu].node
+    m = np.uint64(mask)
+    n = 0
+    queued = 0
+    dst = -1
+    x = s.regions.start[r]
+    while x < s.regions.end[r]:
+        head = folio_head(s, x)
+        nr = folio_nr_pages(s, head)
+        nid = s.pages.node[head]
+        if folio_queueable(s, head) and not ((m >> np.uint64(nid)) & np.uint64(1)):
+            to = cands[0] if policy_nodes(s, r, cpu_nid, head - s.regions.start[r], cands) > 0 else -1
+            if n > 0 and (to != dst or n == folios.shape[0] or queued >= NR_MAX_BATCHED_MIGRATION):
+                cost += migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))[1]
+                n = 0
+                queued = 0
+            if to >= 0 and isolate_for_syscall(s, head):
+                dst = to
+                folios[n] = head
+                n += 1
+                queued += nr
+        x = head + nr
+    if n > 0:
+        cost += migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))[1]
+    return True, cost
+
+
+@jit
+def page_movement_ctrl(s, p, task, op, arg, now, folios, cands):
+    """The control ops that move pages (ops.CTRL_MOVE_PAGES, CTRL_MIGRATE_PAGES, CTRL_MBIND) of
+    `task`: the syscall's entry and exit, then the call. Returns (cost in ns, ok); not ok (mbind
+    of a slot the task's mm does not map) records a SIGSEGV as mm.do_ctrl does."""
+    kind = op & CTRL_KIND_MASK
+    cost = charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])
+    t = now + np.int64(cost)
+    if kind == CTRL_MIGRATE_PAGES:
+        return cost + do_migrate_pages(s, p, task, arg >> MIGRATE_FROM_SHIFT, arg & 255, t, folios)[1], True
+    if kind == CTRL_MBIND:
+        r = arg & ((np.int64(1) << MBIND_MODE_SHIFT) - 1)
+        ok, c = do_mbind(s, p, task, r, (arg >> MBIND_MODE_SHIFT) & 15, (arg >> MBIND_FLAGS_SHIFT) & 255,
+                         arg >> MBIND_NODES_SHIFT, t, folios, cands)
+        if not ok:
+            force_sig_segv(s, task, s.regions.start[r])
+        return cost + c, ok
+    slot, npages = ctrl_unpack(arg)                # CTRL_MOVE_PAGES
+    r = slot & ((np.int64(1) << MOVE_NODE_SHIFT) - 1)
+    return cost + do_pages_move(s, p, task, r, npages, slot >> MOVE_NODE_SHIFT, t, folios), True
