@@ -80,6 +80,10 @@ class Result:
     # per region (VMA slot) that faulted anon folios in under a seed-001 policy: its size in pages and
     # the folios per order (0..9) it got (Simulation.mthp_by_region)
     buddyinfo: pd.DataFrame | None = None
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # the run-script events (tierlab/events.py): time_s and the event as written, applied False for
+    # one whose moment never came (time_s NaN); an applied one is also in the `event` column of the
+    # first time-series row at or after it
     # with page_alloc_model="buddy": /proc/buddyinfo, free blocks per node and order at the end
     # a sample of should_numa_migrate_memory()'s latency tests (core/numa_balancing.hint_latency_log):
     # time_s (simulated), latency and threshold in `unit` (ms of the kernel's clock, or hint faults of
@@ -98,6 +102,8 @@ class Result:
             "buddyinfo": None if self.buddyinfo is None else {
                 str(n): [int(x) for x in row] for n, row in self.buddyinfo.iterrows()},
             "summary": self.summary,
+            "events": [{"time_s": None if np.isnan(t) else float(t), "event": e, "applied": bool(a)}
+                       for t, e, a in self.events.itertuples(index=False)] if len(self.events) else [],
             "config": self.config,
         }
 
@@ -143,12 +149,13 @@ def state_bytes(nr_pages: int) -> int:
 class Simulation:
     def __init__(self, machine: Machine, kernel: Kernel | None, workload: Workload, seed: int = 0,
                  sample_interval_ms: float = 100.0, costs: dict | None = None, quantum_us: float = 20.0,
-                 fast_case: bool = True, tlb_model: str = "off", page_alloc_model: str = "counts"):
+                 fast_case: bool = True, tlb_model: str = "off", page_alloc_model: str = "counts", at=None):
         from .config import check_parts
         checked = check_parts(machine, kernel or Kernel(), workload, seed, sample_interval_ms, costs, quantum_us,
-                              tlb_model, page_alloc_model)
+                              tlb_model, page_alloc_model, at)
         self.machine = machine
         self.kernel = checked.kernel
+        self._recorded_kernel = checked.kernel   # the knobs config() records: set_knobs', not an event's
         self.workload = workload
         self.seed = checked.config.seed
         self.costs = {k: v[0] for k, v in COSTS.items()} | checked.config.costs
@@ -169,6 +176,12 @@ class Simulation:
         self._cands = np.zeros(machine.nr_nodes, dtype=np.int64)
         self._chunks = None
         self.phase_start_ns = 0        # when the last phase started (Chunk.start_phase)
+        self.nr_phases = 0             # phases started so far
+        self._events = list(checked.events)   # run-script events still to come (tierlab/events.py)
+        self._at = list(checked.config.at)
+        self.events_log: list[tuple[int, str]] = []   # (ns, event) of those applied
+        self._feed = None
+        self._deferred_ops: list = []   # system calls of events at a phase barrier: (task, (page, op))
 
     # ---- set-up ----------------------------------------------------------------------------
     def _build_state(self) -> st.SimState:
@@ -243,7 +256,12 @@ class Simulation:
         return p
 
     def set_knobs(self, **knobs) -> None:
-        """Change kernel knobs between runs (as writing the sysctl/sysfs files would)."""
+        """Change kernel knobs between runs (as writing the sysctl/sysfs files would). config()
+        records them (a run-script `set` event is recorded as the event instead)."""
+        self._write_knobs(knobs)
+        self._recorded_kernel = self._recorded_kernel.replace(**knobs)
+
+    def _write_knobs(self, knobs: dict) -> None:
         old_tiering = int(self.kernel.numa_balancing) & 2
         kernel = self.kernel.replace(**knobs)
         kernel.check_combination()
@@ -271,6 +289,8 @@ class Simulation:
         new.workload.values = dict(self.workload.values)
         new._ts_rows = [r.copy() for r in self._ts_rows]
         new._scratch = self._scratch.copy()
+        new._events, new.events_log, new._at = list(self._events), list(self.events_log), list(self._at)
+        new._deferred_ops = list(self._deferred_ops)
         new._cands = self._cands.copy()
         return new
 
@@ -300,7 +320,9 @@ class Simulation:
                             phase_start_ns=self.phase_start_ns)
         feed = ChunkFeed(self.workload.chunks(self.seed) if chunks is None else chunks, s.task, self.workload.name,
                          on_chunk, self._start_phase, progress_now)
+        self._feed = feed
         inp = feed.input
+        self._arm_events()
         feed.pull()      # before any quantum: a first chunk that starts a phase sets the tasks' stops
         while True:
             status = run(self.state, self.p, inp.offsets, inp.pages, inp.ops, inp.pos, self._scratch, self._cands)
@@ -317,12 +339,52 @@ class Simulation:
                 self.state = self.state._replace(marks=grown)
             elif status == st.STATUS_NEED_INPUT:
                 feed.need(int(self.state.sys[0]["need_input"]))
+            elif status == st.STATUS_EVENT:
+                self._events_due()
             elif not feed.next_phase():       # every task has exited or run all its input
                 break
         mem_bw_flush_all(self.state.mem, self.state.membw)
         self._drain_samples()
         self._check_horizons()
         return self
+
+    # ---- run-script events (tierlab/events.py) ----------------------------------------------
+    def _arm_events(self) -> None:
+        """Tell the engine where the next events are: the earliest time event (sys.event_at) and,
+        per task, the mark its next mark event waits for (task.event_mark)."""
+        s = self.state
+        times = [e.at_ns for e in self._events if e.trigger == "time"]
+        s.sys[0]["event_at"] = min(times) if times else st.NO_STOP
+        s.task["event_mark"] = 0
+        for e in self._events:
+            if e.trigger == "mark" and (s.task[e.task]["event_mark"] == 0 or e.count < s.task[e.task]["event_mark"]):
+                s.task[e.task]["event_mark"] = e.count
+
+    def _events_due(self) -> None:
+        """engine.run stopped at an event: apply every event due (marks reached, times reached)."""
+        s = self.state
+        due = [e for e in self._events
+               if (e.trigger == "mark" and s.task[e.task]["nr_marks"] >= e.count)
+               or (e.trigger == "time" and e.at_ns <= s.sys[0]["event_at"])]
+        for e in due:
+            self._apply_event(e, int(s.marks[e.task, e.count - 1]) if e.trigger == "mark" else e.at_ns)
+        self._arm_events()
+
+    def _apply_event(self, e, at_ns: int) -> None:
+        from .errors import ConfigError as _CE
+        self._events.remove(e)
+        if e.knobs:
+            self._write_knobs(e.knobs)
+        if e.op is not None:
+            task = self.state.task[e.issuer]
+            if task["input_end"] and not task["dead"] and self._feed.held is not None:
+                self._deferred_ops.append((e.issuer, e.op))    # at a phase barrier: first op of the next phase
+            elif task["dead"] or task["input_end"]:
+                raise _CE(f"at {e.text!r}: task {e.issuer} has {'exited' if task['dead'] else 'no input left'} "
+                          f"at {at_ns / 1e6:.3f} ms, so it cannot issue the call; name a task that runs then (task=T)")
+            else:
+                self._feed.input.insert(e.issuer, np.array([e.op[0]], np.int64), np.array([e.op[1]], np.uint8))
+        self.events_log.append((at_ns, e.text))
 
     def _check_horizons(self) -> None:
         """No booking fell behind a memory-bandwidth calendar's horizon (resource.py): the time
@@ -355,6 +417,12 @@ class Simulation:
         s.task["input_end"] = s.task["dead"]
         s.sys[0]["now"] = max(int(s.sys[0]["now"]), t0)
         self.phase_start_ns = t0
+        self.nr_phases += 1
+        for e in [e for e in self._events if e.trigger == "phase" and e.count == self.nr_phases]:
+            self._apply_event(e, t0)
+        for t, (page, op) in self._deferred_ops:
+            self._feed.input.insert(t, np.array([page], np.int64), np.array([op], np.uint8))
+        self._deferred_ops = []
 
     def _oom_message(self) -> str:
         s = self.state
@@ -419,6 +487,14 @@ class Simulation:
         rows = np.concatenate(self._timeseries_rows())
         ts = pd.DataFrame(rows, columns=cols)
         ts["time_s"] = ts["time_s"] / 1e9
+        events = pd.DataFrame([(t / 1e9, text, True) for t, text in self.events_log]
+                              + [(np.nan, e.text, False) for e in self._events], columns=["time_s", "event", "applied"])
+        if len(events):
+            ts["event"] = ""
+            for t, text in self.events_log:
+                row = int(np.searchsorted(rows[:, 0], t)) if len(rows) else 0
+                if row < len(ts):
+                    ts.loc[row, "event"] = (ts.loc[row, "event"] + "; " if ts.loc[row, "event"] else "") + text
         task_times = pd.Series(s.task["end"] / 1e9, name="time_s")
         # when each task's I/O is done: its clock, or the completion of its last call in flight
         inflight = [s.task[t]["inflight"][:int(s.task[t]["nr_inflight"])] for t in range(len(s.task))]
@@ -435,7 +511,7 @@ class Simulation:
                      config=self.config(), clat_hist=s.task["clat_hist"].copy(), io_done_s=io_done,
                      devices=devs, processes=self.processes(), locks=self._locks(), tasks=self.cpu_times(),
                      hint_latency=self.hint_latency(), profile=self.profile(), mthp=self.mthp_stats(),
-                     anon_fault_orders=self.mthp_by_region(), buddyinfo=self.buddyinfo())
+                     anon_fault_orders=self.mthp_by_region(), buddyinfo=self.buddyinfo(), events=events)
         res.summary = self.workload.summary(res, self.phase_start_ns)
         return res
 
@@ -635,9 +711,9 @@ class Simulation:
         rebuilds it. Knobs are the current ones (after set_knobs)."""
         from .config import RunConfig
         overrides = {k: v for k, v in self.costs.items() if v != COSTS[k][0]}
-        return RunConfig.from_parts(self.machine, self.kernel, self.workload, self.seed,
+        return RunConfig.from_parts(self.machine, self._recorded_kernel, self.workload, self.seed,
                                     self.sample_interval_ms, overrides, self.quantum_us, self.tlb_model,
-                                    self.page_alloc_model).to_dict()
+                                    self.page_alloc_model, self._at).to_dict()
 
 
 def check_control_ops(ch, regions, state, nr_nodes=None) -> None:
@@ -739,7 +815,7 @@ def build(config) -> Simulation:
     return Simulation(c.machine, c.kernel, c.workload, seed=c.config.seed,
                       sample_interval_ms=c.config.sample_interval_ms, costs=c.config.costs,
                       quantum_us=c.config.quantum_us, tlb_model=c.config.tlb_model,
-                      page_alloc_model=c.config.page_alloc_model)
+                      page_alloc_model=c.config.page_alloc_model, at=c.config.at)
 
 
 def run_config(config, progress=None) -> Result:

@@ -72,6 +72,8 @@ def run_config_from_args(args: argparse.Namespace) -> dict:
         config["tlb_model"] = args.tlb_model
     if args.page_alloc_model is not None:
         config["page_alloc_model"] = args.page_alloc_model
+    if args.at:
+        config["at"] = list(args.at)
     if args.cost:
         config["costs"] = _key_values(args.cost, "--cost")
     return config
@@ -149,6 +151,9 @@ def format_result_table(res, sim=None) -> str:
         cyc = res.cycle_times_s(0)
         if len(cyc):
             lines.append("cycle times     " + "  ".join(f"{x:.4f}" for x in cyc) + " s (task 0)")
+    for ev in res.events.itertuples(index=False):
+        lines.append(f"event           {ev.event}  " + (f"at {ev.time_s:.6f} s" if ev.applied else "(not applied: "
+                                                           "its moment never came)"))
     lines.append("")
     nz = [(k, int(v)) for k, v in res.counters.items() if v]
     lines.append("vmstat counters (non-zero, /proc/vmstat names)")
@@ -388,6 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give folios physical frames from a buddy allocator with per-CPU lists (buddy: a large "
                         "folio can fail to allocate when memory is fragmented) or count free pages per node "
                         "(counts, the default)")
+    r.add_argument("--at", action="append", metavar="WHEN:ACTION",
+                   help="a run-script event, repeatable: WHEN is a simulated time (10ms, 1.5s), mark:TASK:N or "
+                        "phase:N; ACTION is set KNOB=VALUE, move_pages REGION NODE, migratepages FROM NODE or "
+                        "mbind REGION POLICY [move] (e.g. --at 'phase:1:move_pages 0 1' --at '2s:set "
+                        "numa_balancing=2'; tierlab/events.py)")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table",
                    help="output on stdout (default: table)")
     r.add_argument("--out", metavar="FILE",

@@ -4,7 +4,7 @@ A config is a plain dict (what the CLI, sweeps and notebooks pass around):
 
     {"machine": preset name, TOML path or a machine dict, "workload": name, "params": {...},
      "knobs": {...}, "costs": {...}, "scale": F, "seed": N, "sample_interval_ms": X, "quantum_us": Q,
-     "tlb_model": "off" | "set_assoc", "page_alloc_model": "counts" | "buddy"}
+     "tlb_model": "off" | "set_assoc", "page_alloc_model": "counts" | "buddy", "at": [event, ...]}
 
 `validate(config)` checks every key and value (the machine, the kernel's knob parsers, the
 workload's params, scale, seed, sample interval, quantum, costs, region nodes against the machine, host memory
@@ -31,7 +31,7 @@ from .errors import CapacityError, ConfigError
 from .units import parse_int, parse_number, parse_scale
 
 CONFIG_KEYS = ("machine", "workload", "params", "knobs", "costs", "scale", "seed", "sample_interval_ms",
-               "quantum_us", "tlb_model", "page_alloc_model")
+               "quantum_us", "tlb_model", "page_alloc_model", "at")
 # "set_assoc": every CPU's dTLB, iTLB and STLB as the machine's [tlb] table gives them (core/tlb_hw.py);
 # "off": flushes are counted, no TLB is simulated
 TLB_MODELS = ("off", "set_assoc")
@@ -64,13 +64,17 @@ class RunConfig:
     quantum_us: float = DEFAULT_QUANTUM_US
     tlb_model: str = "off"
     page_alloc_model: str = "counts"
+    at: tuple = ()               # run-script events (tierlab/events.py), as written
 
     def to_dict(self) -> dict:
-        return {"machine": copy.deepcopy(self.machine), "workload": self.workload,
-                "params": dict(self.params), "knobs": dict(self.knobs), "costs": dict(self.costs),
-                "scale": self.scale, "seed": self.seed, "sample_interval_ms": self.sample_interval_ms,
-                "quantum_us": self.quantum_us, "tlb_model": self.tlb_model,
-                "page_alloc_model": self.page_alloc_model}
+        d = {"machine": copy.deepcopy(self.machine), "workload": self.workload,
+             "params": dict(self.params), "knobs": dict(self.knobs), "costs": dict(self.costs),
+             "scale": self.scale, "seed": self.seed, "sample_interval_ms": self.sample_interval_ms,
+             "quantum_us": self.quantum_us, "tlb_model": self.tlb_model,
+             "page_alloc_model": self.page_alloc_model}
+        if self.at:
+            d["at"] = list(self.at)
+        return d
 
     @classmethod
     def from_dict(cls, config: dict) -> "RunConfig":
@@ -83,7 +87,7 @@ class RunConfig:
     @classmethod
     def from_parts(cls, machine, kernel, workload, seed: int, sample_interval_ms: float,
                    costs: dict, quantum_us: float = DEFAULT_QUANTUM_US, tlb_model: str = "off",
-                   page_alloc_model: str = "counts") -> "RunConfig":
+                   page_alloc_model: str = "counts", at=()) -> "RunConfig":
         """The record of already-validated parts (a Machine, a Kernel, a Workload, ...)."""
         from .kernel import KNOBS
         knobs = {k: v for k, v in kernel.to_dict().items()
@@ -91,7 +95,7 @@ class RunConfig:
         return cls(machine=machine.to_dict(), workload=workload.name, params=dict(workload.raw),
                    knobs=knobs, costs=dict(costs), scale=float(workload.scale), seed=int(seed),
                    sample_interval_ms=float(sample_interval_ms), quantum_us=float(quantum_us),
-                   tlb_model=tlb_model, page_alloc_model=page_alloc_model)
+                   tlb_model=tlb_model, page_alloc_model=page_alloc_model, at=tuple(at or ()))
 
 
 @dataclass
@@ -126,6 +130,7 @@ class Checked:
     nr_pages: int
     accesses: int | None
     layout: Layout | None = None
+    events: list = field(default_factory=list)   # the parsed run-script events (events.Event)
 
 
 def estimate_note(accesses: int | None, min_s: float = 10.0) -> str | None:
@@ -180,13 +185,14 @@ def check(config) -> Checked:
     return check_parts(machine, kernel, workload, config.get("seed", 0),
                        config.get("sample_interval_ms", 100.0), tables["costs"],
                        config.get("quantum_us", DEFAULT_QUANTUM_US), config.get("tlb_model", "off"),
-                       config.get("page_alloc_model", "counts"))
+                       config.get("page_alloc_model", "counts"), config.get("at"))
 
 
 def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, costs=None,
-                quantum_us=DEFAULT_QUANTUM_US, tlb_model="off", page_alloc_model="counts") -> Checked:
+                quantum_us=DEFAULT_QUANTUM_US, tlb_model="off", page_alloc_model="counts", at=None) -> Checked:
     """The checks of a run given as objects (the Python API's Simulation(...)): seed, sample
-    interval, quantum, costs, region nodes against the machine, state memory, simulated accesses."""
+    interval, quantum, costs, region nodes against the machine, state memory, simulated accesses,
+    run-script events (tierlab/events.py)."""
     seed = parse_seed(seed)
     kernel.check_combination()
     interval = parse_sample_interval(sample_interval_ms)
@@ -219,8 +225,11 @@ def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, cos
                           f"{f' ({named})' if named else ''} would simulate {accesses:.3g} accesses, "
                           f"~{_duration(accesses / EST_ACCESSES_PER_S)} of wall time; accepted: at most "
                           f"{MAX_ACCESSES:.0e} accesses")
-    rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs, quantum, tlb_model, page_alloc_model)
-    return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses, layout)
+    from .events import parse_events
+    events = parse_events(at, machine, kernel, workload, regions, len(layout.task_mm))
+    rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs, quantum, tlb_model, page_alloc_model,
+                              [e.text for e in events])
+    return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses, layout, events)
 
 
 def _nodes_of(machine, nodes, key: str, need_cpus: bool = False) -> tuple[int, ...]:

@@ -56,6 +56,15 @@ class TaskInput:
         self.added += add
 
 
+    def insert(self, t: int, pages: np.ndarray, ops: np.ndarray) -> None:
+        """Ops task t runs next, before the rest of its input (a run-script event's system call)."""
+        lo, n = int(self.pos[t]), pages.shape[0]
+        self.pages = np.concatenate([self.pages[:lo], pages, self.pages[lo:]])
+        self.ops = np.concatenate([self.ops[:lo], ops, self.ops[lo:]])
+        self.offsets[t + 1:] += n
+        self.pos[t + 1:] += n
+
+
 class ChunkFeed:
     """A workload's chunks, taken as the tasks need them, into a TaskInput.
 

@@ -67,7 +67,7 @@ from .sched import (
 )
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
-    STATUS_DONE, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
+    STATUS_DONE, STATUS_EVENT, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
@@ -347,6 +347,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 take_sample(s, s.sys[0].next_sample)
                 note_clock_spread(s, best_t)
                 s.sys[0].next_sample += interval
+            if best_t >= s.sys[0].event_at:
+                return STATUS_EVENT                 # every live clock has reached the event's time
             c = best
             clock = max(s.cpu[c].clock, best_t)      # an idle CPU's clock jumps to its next entity
             s.cpu[c].clock = clock
@@ -459,6 +461,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if op & OP_MARK:
                 s.marks[t, s.task[t].nr_marks] = clock
                 s.task[t].nr_marks += 1
+                if s.task[t].nr_marks == s.task[t].event_mark:
+                    status = STATUS_EVENT           # a run-script event follows this mark
+                    break
             # the general case can wake kswapd (allocation, reclaim, a promotion's target check)
             if clock >= limit or s.sys[0].wakeups != wakeups:
                 break

@@ -150,6 +150,8 @@ STATUS_MARKS_FULL = 2
 STATUS_OOM = 3
 STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_task/segv_page say which)
 STATUS_NEED_INPUT = 5   # the task in sys.need_input ran out of input within its quantum (engine.run)
+STATUS_EVENT = 6        # a run-script event is due: the earliest clock reached sys.event_at, or a task
+                        # recorded the mark task.event_mark (tierlab/events.py)
 
 NO_MM = -1         # regions.mm of an unmapped slot or a read()-only file
 MM_CPUMASK_WORDS = 64   # mm_cpumask: one bit per CPU slot of `cpu`, NR_CPUS = 4096
@@ -300,6 +302,7 @@ TASK_DTYPE = np.dtype([
     ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
     ("move_status", np.int64, (NR_MP_STATUS,)),  # move_pages(2) pages by outcome (migrate.py MP_*)
+    ("event_mark", np.int64),        # a run-script event is due when nr_marks reaches this (0: none)
 ], align=True)
 
 # struct vma_numab_state (include/linux/mm_types.h): per region slot, NUMA balancing's view of its VMA
@@ -372,6 +375,7 @@ SYS_DTYPE = np.dtype([
     ("resume_wakeups", np.int64),
     ("max_clock_spread", np.int64),  # ns: the most any live entity was ahead of the next to run, at a sample
     ("max_step_ns", np.int64),       # ns: the longest step past a quantum's limit (its last access) or kswapd batch
+    ("event_at", np.int64),          # ns: the next run-script event on the clock (NO_STOP: none)
 ], align=True)
 
 
@@ -591,6 +595,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     sysrec["oom_min_ttl_node"] = -1
     sysrec["need_input"] = -1
     sysrec["resume_cpu"] = -1
+    sysrec["event_at"] = NO_STOP
     sysrec["rng"] = ((seed * 0x9E3779B97F4A7C15) | 1) & 0xFFFFFFFFFFFFFFFF
     # record arrays viewed as np.recarray: `s.pgdat[nid].free` then reads and writes the same way in
     # numba and in plain Python (NUMBA_DISABLE_JIT=1, the tests' no-JIT tier)

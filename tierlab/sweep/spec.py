@@ -17,14 +17,14 @@ RUN_FORMAT = 1
 SPEC_KEYS = {
     "name": "the sweep's name (also the table's file name: DIR/<name>.parquet)",
     "description": "free text",
-    "base": "the base run: machine, workload, params, knobs, costs, scale, seed, sample_interval_ms, quantum_us, tlb_model, page_alloc_model",
-    "grid": "keys varied as a cartesian product: \"params.X\", \"knobs.Y\", \"costs.Z\", machine, workload, scale, sample_interval_ms, quantum_us, tlb_model, page_alloc_model",
+    "base": "the base run: machine, workload, params, knobs, costs, scale, seed, sample_interval_ms, quantum_us, tlb_model, page_alloc_model, at",
+    "grid": "keys varied as a cartesian product: \"params.X\", \"knobs.Y\", \"costs.Z\", machine, workload, scale, sample_interval_ms, quantum_us, tlb_model, page_alloc_model, at (a list of event lists)",
     "zip": "lists of equal length varied together ([zip], or several [[zip]] groups)",
     "repeat": "seeds = [..] or count = N",
 }
 BASE_KEYS = ("machine", "workload", "params", "knobs", "costs", "scale", "seed", "sample_interval_ms", "quantum_us",
-             "tlb_model", "page_alloc_model")
-VARY_TOP = ("machine", "workload", "scale", "sample_interval_ms", "quantum_us", "tlb_model", "page_alloc_model")
+             "tlb_model", "page_alloc_model", "at")
+VARY_TOP = ("machine", "workload", "scale", "sample_interval_ms", "quantum_us", "tlb_model", "page_alloc_model", "at")
 VARY_TABLES = ("params", "knobs", "costs")
 REPEAT_KEYS = ("seeds", "count")
 EXECUTORS = ("local", "dask", "serial")

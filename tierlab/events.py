@@ -1,0 +1,129 @@
+"""Run scripts: events on the simulated clock, at a task's mark or at a phase start.
+
+An event is a string `WHEN:ACTION` (config key `at`, a list; CLI `--at`, repeatable):
+
+    WHEN    10ms | 1.5s | 250us | 0      simulated time (fio's time format, divided by --scale like
+                                         every other time of a run, docs/scaling.md)
+            mark:T:N                     when task T records its N-th mark (1 = its first)
+            phase:N                      at the start of the workload's N-th phase (1 = its first)
+    ACTION  set KNOB=VALUE[,KNOB=VALUE]  write knobs (Simulation.set_knobs: the sysctl/sysfs write)
+            move_pages REGION NODE [task=T]        move_pages(2) of the region's pages to NODE
+            migratepages FROM[,FROM] NODE [task=T] migrate_pages(2) of task T's process
+            mbind REGION POLICY [move] [task=T]    mbind(2): POLICY as a Region takes it, e.g.
+                                                   default, bind:1, preferred:0, interleave:0,1,
+                                                   bind|numa_balancing:0,1; `move`: MPOL_MF_MOVE
+
+REGION is a region's name or slot number. A system call is issued by task T (default 0) as its
+next op, so it runs on that task's clock and CPU; the task must still have input to run then, or
+wait at a phase barrier (the call is then its first op of the next phase). A
+time event applies when the earliest clock of the run reaches it (engine.run: STATUS_EVENT), a mark
+event right after the mark (the task's quantum ends there), a phase event as the phase starts;
+either way every other entity is within the time rules' quantum of it, and the result does not
+depend on how the input was cut into chunks. Each event is checked before the run starts and is
+listed, with the time it applied, in Result.events and in the time series' `event` column.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import ConfigError
+
+ACTIONS = ("set", "move_pages", "migratepages", "mbind")
+ACCEPTED = ("WHEN:ACTION with WHEN a time (10ms, 1.5s), mark:TASK:N or phase:N and ACTION one of "
+            "set KNOB=VALUE, move_pages REGION NODE, migratepages FROM NODE, mbind REGION POLICY [move] "
+            "(system calls take task=T)")
+
+
+@dataclass(frozen=True)
+class Event:
+    text: str
+    trigger: str                  # "time", "mark" or "phase"
+    at_ns: int = 0                # time: simulated ns (scaled)
+    task: int = 0                 # mark: the task whose mark it waits for
+    count: int = 0                # mark: its N-th mark; phase: the N-th phase start
+    knobs: dict = field(default_factory=dict)   # set
+    op: tuple | None = None       # a system call: (page, op) of the control op
+    issuer: int = 0               # the task that issues it
+
+
+def _int(v: str, what: str, text: str, lo: int, hi: int) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        n = None
+    if n is None or not lo <= n <= hi:
+        raise ConfigError(f"at {text!r}: {what} {v!r}; accepted: {lo}..{hi}")
+    return n
+
+
+def parse_event(text, machine, kernel, workload, regions, nr_tasks: int) -> Event:
+    """One event string, checked against the run's machine, knobs, regions and tasks."""
+    from .workloads.base import mbind_op, migrate_pages_op, move_pages_op
+    from .workloads.fio import _runtime
+    if not isinstance(text, str) or ":" not in text:
+        raise ConfigError(f"at {text!r}: expected {ACCEPTED}")
+    head, _, rest = text.partition(":")
+    head = head.strip()
+    if head == "mark":
+        t, n, action = (rest.split(":", 2) + ["", ""])[:3]
+        trig = dict(trigger="mark", task=_int(t, "task", text, 0, nr_tasks - 1),
+                    count=_int(n, "mark number", text, 1, 1 << 40))
+    elif head == "phase":
+        n, _, action = rest.partition(":")
+        trig = dict(trigger="phase", count=_int(n, "phase number", text, 1, 1 << 40))
+    else:
+        try:
+            ns = _runtime(head, f"at {text!r}: time")
+        except ConfigError as e:
+            raise ConfigError(f"{e}; an event is {ACCEPTED}") from None
+        trig = dict(trigger="time", at_ns=int(ns / float(workload.scale)))
+        action = rest
+    words = action.split()
+    if not words or words[0] not in ACTIONS:
+        raise ConfigError(f"at {text!r}: action {words[0] if words else ''!r}; accepted: {', '.join(ACTIONS)}")
+    verb, args = words[0], words[1:]
+    issuer = 0
+    if args and args[-1].startswith("task="):
+        issuer = _int(args.pop()[5:], "task", text, 0, nr_tasks - 1)
+
+    def region(name: str) -> int:
+        for i, r in enumerate(regions):
+            if r.name == name or str(i) == name:
+                return i
+        raise ConfigError(f"at {text!r}: region {name!r}; accepted: "
+                          + ", ".join(f"{r.name} ({i})" for i, r in enumerate(regions)))
+
+    def node(v: str) -> int:
+        return _int(v, "node", text, 0, machine.nr_nodes - 1)
+
+    if verb == "set":
+        knobs = {}
+        for kv in ",".join(args).split(","):
+            if "=" not in kv:
+                raise ConfigError(f"at {text!r}: set {kv!r}; accepted: KNOB=VALUE[,KNOB=VALUE]")
+            k, v = kv.split("=", 1)
+            knobs[k.strip()] = v.strip()
+        kernel.replace(**knobs).check_combination()     # names and values, before the run
+        return Event(text, **trig, knobs=knobs)
+    if verb == "move_pages" and len(args) == 2:
+        op = move_pages_op(region(args[0]), node(args[1]))
+    elif verb == "migratepages" and len(args) == 2:
+        op = migrate_pages_op([node(v) for v in args[0].split(",")], node(args[1]))
+    elif verb == "mbind" and len(args) in (2, 3) and (len(args) == 2 or args[2] == "move"):
+        from .workloads.base import split_policy
+        pol, _, nodes = args[1].partition(":")
+        split_policy(pol, f"at {text!r}: policy")
+        op = mbind_op(region(args[0]), pol, [node(v) for v in nodes.split(",") if v], len(args) == 3)
+    else:
+        usage = {"move_pages": "move_pages REGION NODE", "migratepages": "migratepages FROM[,FROM] NODE",
+                 "mbind": "mbind REGION POLICY [move]"}[verb]
+        raise ConfigError(f"at {text!r}: accepted: {usage} [task=T]")
+    return Event(text, **trig, op=op, issuer=issuer)
+
+
+def parse_events(texts, machine, kernel, workload, regions, nr_tasks: int) -> list[Event]:
+    if texts is None:
+        return []
+    if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+        raise ConfigError(f"at: expected a list of events, got {texts!r}; an event is {ACCEPTED}")
+    return [parse_event(t, machine, kernel, workload, regions, nr_tasks) for t in texts]
