@@ -36,6 +36,12 @@ def run(params, mach=None, knobs=None, **kw):
     ({"rwmixread": 101}, "rwmixread"),
     ({"numjobs": 0}, "numjobs"),
     ({"file_policy": "bind"}, "file_policy"),
+    ({"file_service_type": "zipf"}, "file_service_type"),
+    ({"file_service_type": "sequential:4"}, "file_service_type"),
+    ({"nrfiles": 2, "filename": "shared"}, "nrfiles"),
+    ({"nrfiles": 4, "size": "8k"}, "nrfiles"),
+    ({"startdelay": "5-1"}, "startdelay"),
+    ({"ramp_time": "soon"}, "ramp_time"),
 ])
 def test_bad_options_are_refused_naming_the_key(params, key):
     with pytest.raises(ConfigError, match=key):
@@ -292,3 +298,84 @@ def test_a_skewed_distribution_reads_less_from_the_device(engine):
     _, zipf = run(params | {"random_distribution": "zipf:1.2"}, mach=m)
     assert zipf.summary["jobs"][0]["read"]["total_ios"] == uniform.summary["jobs"][0]["read"]["total_ios"]
     assert int(zipf.counters["pgpgin"]) < 0.5 * int(uniform.counters["pgpgin"])
+
+
+# ---- files, start delay and ramp -----------------------------------------------------------------
+
+def job_pages(res_sim, job):
+    """Pages of each of job's files that are in the page cache (read at least once)."""
+    sim, _ = res_sim
+    s = sim.state
+    w = sim.workload
+    out = []
+    for i in range(w.nrfiles):
+        lo = w.file_base(job, i)
+        out.append(int((s.pages.flags2[lo:lo + w.file_pages] & 1).sum()))
+    return out
+
+
+@pytest.mark.parametrize("service", ["roundrobin", "roundrobin:3", "sequential", "random:2"])
+def test_nrfiles_split_the_size_and_every_file_is_read_once_per_pass(service):
+    """nrfiles=3 of a 96 KiB job: three 32 KiB files; one pass (loops=1) reads each block of each
+    file exactly once, whatever file_service_type orders them by."""
+    sim, res = run({"rw": "randread", "size": "96k", "bs": "4k", "nrfiles": 3, "file_service_type": service,
+                    "fadvise_hint": 0})
+    w = sim.workload
+    assert [r.name for r in w.regions()] == ["fio.0.0", "fio.0.1", "fio.0.2"] and w.file_pages == 8
+    assert res.summary["jobs"][0]["read"]["total_ios"] == 24
+    assert job_pages((sim, res), 0) == [8, 8, 8]
+    assert res.counters["pgpgin"] == 24 * 4
+
+
+def test_roundrobin_alternates_the_files_and_sequential_reads_one_after_the_other():
+    w = make_workload("fio", {"rw": "read", "size": "64k", "nrfiles": 2})
+    from tierlab.workloads.fio import FileService
+    rr = FileService(2, 8, "roundrobin", 1, None)
+    f, q = rr.take(np.arange(6))
+    assert f.tolist() == [0, 1, 0, 1, 0, 1] and q.tolist() == [0, 0, 1, 1, 2, 2]
+    sq = FileService(2, 8, "sequential", 1, None)
+    f, q = sq.take(np.arange(6, 12))
+    assert f.tolist() == [0, 0, 1, 1, 1, 1] and q.tolist() == [6, 7, 0, 1, 2, 3]
+    assert w.nblocks == 8
+    # roundrobin:3 over 2 files of 8 blocks: turns of 3, then the short turns of 2; next pass
+    f, q = FileService(2, 8, "roundrobin", 3, None).take(np.arange(18))
+    assert f.tolist() == [0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0]
+    assert q.tolist() == [0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5, 6, 7, 6, 7, 8, 9]
+    # random:3: every file's 8 blocks once per pass, in turns of 3 (the last of 2), across calls
+    rs = FileService(2, 8, "random", 3, np.random.default_rng(1))
+    f1, q1 = rs.take(np.arange(10))
+    f2, q2 = rs.take(np.arange(10, 32))
+    f, q = np.concatenate([f1, f2]), np.concatenate([q1, q2])
+    for fi in (0, 1):
+        assert sorted(q[:16][f[:16] == fi].tolist()) == list(range(8))
+        assert sorted(q[16:][f[16:] == fi].tolist()) == list(range(8, 16))
+
+
+def test_ramp_time_is_run_but_not_reported_and_runtime_comes_after_it():
+    """time_based, runtime 20 ms, ramp_time 10 ms: the job runs ~30 ms; the report's runtime is
+    ~20 ms and its I/Os are those completed after the ramp (about 2/3 of all it did)."""
+    p = {"rw": "randread", "size": "4MiB", "time_based": 1, "runtime": "20ms"}
+    _, plain = run(p)
+    sim, ramp = run({**p, "ramp_time": "10ms"})
+    job = ramp.summary["jobs"][0]
+    assert job["job_runtime"] == pytest.approx(20, abs=1)
+    assert ramp.sim_time_s == pytest.approx(0.030, abs=0.001)
+    done = ramp.counters["pgpgin"] // 4          # every I/O of this cold run misses (4 KiB each)
+    assert job["read"]["total_ios"] < done
+    assert job["read"]["total_ios"] == pytest.approx(done * 2 / 3, rel=0.1)
+    assert job["read"]["total_ios"] == pytest.approx(plain.summary["jobs"][0]["read"]["total_ios"], rel=0.15)
+
+
+def test_startdelay_range_staggers_the_jobs_and_each_runtime_counts_from_its_start():
+    p = {"rw": "randread", "size": "1MiB", "numjobs": 3, "time_based": 1, "runtime": "5ms",
+         "startdelay": "0-4ms"}
+    sim, res = run(p, seed=3)
+    delays = sim.workload.start_delays(3)
+    assert len(set(delays.tolist())) == 3 and delays.max() <= 4_000_000
+    start = sim.phase_start_ns
+    for j in range(3):
+        assert res.task_times_s[j] * 1e9 == pytest.approx(start + delays[j] + 5e6, abs=0.2e6)
+        assert res.summary["jobs"][j]["job_runtime"] == pytest.approx(5, abs=1)
+    # the same delays at --scale 4 are a quarter as long, as the runtime is
+    w = make_workload("fio", p, scale=4)
+    assert (w.start_delays(3) == delays // 4).all() or np.allclose(w.start_delays(3), delays / 4, atol=1)

@@ -402,17 +402,23 @@ class Simulation:
                                f"{horizon_us:,.0f} us (the time rules keep clients closer than that: an engine bug, "
                                "please report it with the run's config)")
 
-    def _start_phase(self, runtime_ns: int | None) -> None:
+    def _start_phase(self, ch) -> None:
         """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier
-        CPU idles until then), with empty latency histograms, and stops issuing accesses
-        runtime_ns later (None: no limit)."""
+        CPU idles until then), or start_offsets_ns later, with empty latency histograms that
+        count from ramp_ns after its start, and stops issuing accesses runtime_ns after that (None:
+        no limit)."""
         s = self.state
         assert s.sys[0]["resume_cpu"] < 0, "a phase starts while a quantum waits for input"
         t0 = int(max(s.cpu["clock"].max(), s.task["end"].max()))
         s.cpu["clock"] = t0
         s.task["end"] = t0
-        s.task["stop_at"] = st.NO_STOP if runtime_ns is None else t0 + int(runtime_ns)
-        s.task["call_clock"] = t0
+        own = t0 if ch.start_offsets_ns is None else t0 + np.asarray(ch.start_offsets_ns, np.int64)
+        if ch.start_offsets_ns is not None:
+            s.task["start"] = np.where(s.task["dead"] == 0, np.maximum(s.task["start"], own), s.task["start"])
+        stats = own + int(ch.ramp_ns)
+        s.task["stop_at"] = st.NO_STOP if ch.runtime_ns is None else stats + int(ch.runtime_ns)
+        s.task["stats_from"] = stats
+        s.task["call_clock"] = own
         s.task["clat_hist"] = 0
         s.task["input_end"] = s.task["dead"]
         s.sys[0]["now"] = max(int(s.sys[0]["now"]), t0)

@@ -70,7 +70,7 @@ class ChunkFeed:
 
     `task` is the state's task array (its input_end is set here: the stream ended, or a chunk
     that starts a phase waits until every task has run its input); `on_chunk(chunk)` sees each
-    chunk first (checks, progress); `start_phase(runtime_ns)` starts a phase (the API's
+    chunk first (checks, progress); `start_phase(chunk)` starts the phase the chunk begins (the API's
     Simulation._start_phase); `progress()` is the Progress a generator gets when its next chunk is
     asked for."""
 
@@ -105,7 +105,7 @@ class ChunkFeed:
             return False
         self.asked = True
         if ch.start_phase:
-            self.start_phase(ch.runtime_ns)
+            self.start_phase(ch)
         self._append(ch)
         return True
 
@@ -121,7 +121,7 @@ class ChunkFeed:
         over). False when the stream has ended."""
         if self.held is not None:
             ch, self.held = self.held, None
-            self.start_phase(ch.runtime_ns)
+            self.start_phase(ch)
             self._append(ch)
             return True
         if self.exhausted:

@@ -109,7 +109,7 @@ def io_wait(t, ready, at):
 def syscall_end(s, p, task, op, clock):
     """The end of a read()/write() call at `clock`: the system call's exit, the call's completion
     (asynchronous engine: queued in flight, and a wait while the queue is full), its completion
-    latency into the histogram, and prev_pos for readahead. Returns the task's clock."""
+    latency into the histogram (from task.stats_from on), and prev_pos for readahead. Returns the task's clock."""
     t = s.task[task]
     clock += np.int64(charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS]))
     ready = clock
@@ -122,7 +122,8 @@ def syscall_end(s, p, task, op, clock):
     kind = op & OP_KIND_MASK
     if kind == OP_READ:
         t.prev_pos = t.last_page + 1       # ra->prev_pos: the byte after the last one read
-    t.clat_hist[1 if kind == OP_WRITE else 0, plat_val_to_idx(ready - t.call_clock)] += 1
+    if ready >= t.stats_from:             # after fio's ramp_time (0: always)
+        t.clat_hist[1 if kind == OP_WRITE else 0, plat_val_to_idx(ready - t.call_clock)] += 1
     t.call_clock = clock
     return clock
 

@@ -300,6 +300,7 @@ TASK_DTYPE = np.dtype([
     ("stop_at", np.int64),           # clock at which the task stops issuing accesses (fio runtime)
     ("input_end", np.int64),         # 1: no more input comes for the task before the next phase (its stream ended)
     ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
+    ("stats_from", np.int64),        # calls completing earlier are not in clat_hist (fio's ramp_time)
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
     ("move_status", np.int64, (NR_MP_STATUS,)),  # move_pages(2) pages by outcome (migrate.py MP_*)
     ("event_mark", np.int64),        # a run-script event is due when nr_marks reaches this (0: none)

@@ -170,6 +170,11 @@ class Chunk:
     # with start_phase: every task stops issuing accesses runtime_ns after the phase start (the rest
     # of this and later chunks is skipped). None: no limit.
     runtime_ns: int | None = None
+    # with start_phase: per task, how long after the phase start it starts (fio's startdelay; None:
+    # all at once); its statistics start ramp_ns after its own start (fio's ramp_time: calls that
+    # complete earlier are not in its latency histogram) and its runtime counts from there
+    start_offsets_ns: np.ndarray | None = None
+    ramp_ns: int = 0
 
 
 @dataclass

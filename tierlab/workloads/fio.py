@@ -20,6 +20,15 @@ POSIX_FADV_RANDOM or POSIX_FADV_SEQUENTIAL, as fio does), the block device of th
 (core/blkdev.py), and the I/O engine per task (core/fileio.py): psync/sync wait for every read,
 io_uring keeps up to `iodepth` requests in flight.
 
+Files. A job reads its own file, or `nrfiles` files with the job's size split between them (fio's
+jobname.N.0, .1, ...), each I/O's file chosen by `file_service_type` (roundrobin[:N], sequential,
+random[:N]; FileService), each file with its own random map; or one shared file (`filename`).
+
+Start and statistics. `startdelay` (a time, or a range drawn per job) delays a job's start after
+the phase start; `ramp_time` runs a job that long before its statistics start (calls completing
+earlier are not in its latencies, bytes or runtime); `runtime` counts after the ramp. Both are
+divided by --scale, as runtime is (Chunk.start_offsets_ns, Chunk.ramp_ns, task.stats_from).
+
 Phases. The file is taken as already laid out (fio creates missing files by writing them, then
 fsyncs and, with invalidate=1, drops them from the page cache: its only effect is time before the
 job starts). A simulation starts with an empty page cache, which is what invalidate=1 gives; so
@@ -74,6 +83,31 @@ def _runtime(v, key="runtime"):
     return int(parse_number(s, key, 0, 1e9, "a time such as 10, 500ms or 2m") * 1e9)
 
 
+def _delay_range(v, key="startdelay"):
+    """fio's irange of times: 'T' or 'LO-HI' (ns, unscaled)."""
+    text = str(v if v not in (None, "") else 0).strip()
+    lo, _, hi = text.partition("-")
+    a = _runtime(lo, key)
+    b = _runtime(hi, key) if hi else a
+    if b < a:
+        raise ConfigError(f"{key}: {v!r}: the range's end is before its start; accepted: a time or LO-HI")
+    return a, b
+
+
+SERVICE_TYPES = ("roundrobin", "sequential", "random")
+
+
+def _service(v, key="file_service_type"):
+    """fio's file_service_type: roundrobin[:N], sequential, random[:N] (N I/Os before switching)."""
+    name, _, n = str(v).strip().partition(":")
+    if name not in SERVICE_TYPES:
+        raise ConfigError(f"{key}: {v!r} is not modelled; accepted: roundrobin[:N], sequential, random[:N] "
+                          "(fio's zipf, pareto, normal and gauss file choices are not)")
+    if n and name == "sequential":
+        raise ConfigError(f"{key}: {v!r}: sequential takes no :N; accepted: roundrobin[:N], sequential, random[:N]")
+    return name, int(parse_number(n, key, 1, 1 << 30, "a count of I/Os >= 1")) if n else 1
+
+
 def _direct(v, key="direct"):
     if str(v) not in ("0", "1"):
         raise ConfigError(f"{key}: {v!r} is not accepted; accepted: 0")
@@ -110,6 +144,17 @@ class Fio(Workload):
         "runtime": Param(None, lambda v, key="runtime": None if v in (None, "") else _runtime(v, key),
                          "job runtime (e.g. 10, 500ms, 2m; divided by --scale, like the file sizes); "
                          "needed by time_based", scaled=True, scaled_min=1),
+        "ramp_time": Param(None, lambda v, key="ramp_time": None if v in (None, "", 0, "0") else _runtime(v, key),
+                           "time before statistics start, per job from its start (fio's ramp_time: calls "
+                           "completing earlier are not reported; a runtime comes on top; divided by --scale)",
+                           scaled=True, scaled_min=1),
+        "startdelay": Param(None, lambda v, key="startdelay": _delay_range(v, key),
+                            "delay of each job's start after the others are ready: a time, or a range "
+                            "lo-hi drawn per job (fio's irange; divided by --scale)"),
+        "nrfiles": int_param(1, "files per job, the job's size split between them", lo=1, hi=4096),
+        "file_service_type": Param("roundrobin", lambda v, key="file_service_type": _service(v, key),
+                                   "how a job with nrfiles > 1 picks the file of each I/O: roundrobin[:N] "
+                                   "(N I/Os per file in turn), sequential (one file after the other), random[:N]"),
         "loops": int_param(1, "passes over the file (without time_based)", lo=1),
         "file_policy": policy_param("default", "memory policy of the page cache, e.g. bind:1 (numactl --membind)"),
         "norandommap": int_param(0, "1: random blocks drawn uniformly, repeats allowed (no random map)", lo=0, hi=1),
@@ -130,6 +175,12 @@ class Fio(Workload):
             raise ConfigError("time_based: time_based=1 needs runtime (e.g. runtime=10s)")
         if self.runtime == 0:
             raise ConfigError("runtime: 0 is not accepted; accepted: a time > 0, or leave it out")
+        if self.nrfiles > 1 and self.shared:
+            raise ConfigError("nrfiles: more than one file with filename (one shared file) is not modelled; "
+                              "accepted: nrfiles=1 with filename, or leave filename out")
+        if self.nblocks < 1:
+            raise ConfigError(f"nrfiles: {self.nrfiles} files of size {self.raw.get('size', self.size)!r} leave "
+                              "less than one bs block per file; accepted: at most size / bs files")
 
     # ---- layout ---------------------------------------------------------------------------------
     @property
@@ -146,7 +197,8 @@ class Fio(Workload):
 
     @property
     def nblocks(self) -> int:
-        return self.size // self.bs
+        """bs blocks per file (the job's size split between its nrfiles files, as fio does)."""
+        return self.size // self.nrfiles // self.bs
 
     @property
     def file_pages(self) -> int:
@@ -156,17 +208,20 @@ class Fio(Workload):
         pol, nodes = self.file_policy
         random, _ = RW[self.rw]
         advice = ("random" if random else "sequential") if self.fadvise_hint else "normal"
-        n = 1 if self.shared else self.numjobs
-        return [Region(self.filename or f"fio.{j}.0", "file", self.file_pages, pol, nodes, advice=advice)
-                for j in range(n)]
+        if self.shared:
+            return [Region(self.filename, "file", self.file_pages, pol, nodes, advice=advice)]
+        return [Region(f"fio.{j}.{i}", "file", self.file_pages, pol, nodes, advice=advice)
+                for j in range(self.numjobs) for i in range(self.nrfiles)]
 
     def processes(self) -> list[Process]:
-        """fio forks a process per job: one process of one thread each, reading its file."""
+        """fio forks a process per job: one process of one thread each, reading its files."""
         names = [r.name for r in self.regions()]
-        return [Process(f"fio.{j}", files=(names[0 if self.shared else j],)) for j in range(self.numjobs)]
+        nf = self.nrfiles
+        return [Process(f"fio.{j}", files=tuple(names[:1] if self.shared else names[j * nf:(j + 1) * nf]))
+                for j in range(self.numjobs)]
 
-    def file_base(self, job: int) -> int:
-        return 0 if self.shared else job * self.file_pages
+    def file_base(self, job: int, file: int = 0) -> int:
+        return 0 if self.shared else (job * self.nrfiles + file) * self.file_pages
 
     def task_iodepth(self) -> list[int]:
         return [self.iodepth if self.ioengine == "io_uring" else 0] * self.numjobs
@@ -177,8 +232,8 @@ class Fio(Workload):
     def nr_accesses(self) -> int | None:
         if self.time_based:
             return None
-        pre = self.file_pages * (1 if self.shared else self.numjobs) if self.pre_read else 0
-        return pre + self.numjobs * self.loops * self.file_pages
+        pre = self.file_pages * (1 if self.shared else self.numjobs * self.nrfiles) if self.pre_read else 0
+        return pre + self.numjobs * self.loops * self.nrfiles * self.file_pages
 
     # ---- the access stream ----------------------------------------------------------------------
     def chunks(self, seed: int) -> Iterator[Chunk]:
@@ -188,21 +243,26 @@ class Fio(Workload):
         per = max(1, self.chunk_accesses // (T * bsp))
         if self.time_based:
             per = min(per, MAX_IOS_PER_CHUNK)
-        total = None if self.time_based else self.loops * self.nblocks
+        total = None if self.time_based else self.loops * self.nblocks * self.nrfiles
         rngs = [np.random.default_rng([seed, j, 1]) for j in range(T)]
         offs = [np.random.default_rng([seed, j, 3]) for j in range(T)]     # norandommap's offsets
         dist, param = self.random_distribution
         dists = [None if dist == "random" else
                  fio_dist.BlockDistribution(dist, param, self.nblocks, np.random.default_rng([seed, j, 4]))
                  for j in range(T)]
+        files = [FileService(self.nrfiles, self.nblocks, *self.file_service_type,
+                             np.random.default_rng([seed, j, 5])) for j in range(T)]
         done = 0                      # I/Os generated per job so far (the same for every job)
         first = True
         while total is None or done < total:
             n = per if total is None else min(per, total - done)
-            parts = [self._ios(j, done, n, seed, rngs[j], offs[j], dists[j]) for j in range(T)]
+            parts = [self._ios(j, done, n, seed, rngs[j], offs[j], dists[j], files[j]) for j in range(T)]
             chunk = Chunk(np.arange(T + 1, dtype=np.int64) * n * bsp,
                           np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]),
                           start_phase=first, runtime_ns=self.runtime if first else None)
+            if first:
+                chunk.start_offsets_ns = self.start_delays(seed) if self.startdelay[1] else None
+                chunk.ramp_ns = self.ramp_time or 0
             first = False
             done += n
             progress = yield chunk
@@ -211,12 +271,19 @@ class Fio(Workload):
             if bool(progress.stopped.all()):
                 return
 
+    def start_delays(self, seed: int) -> np.ndarray:
+        """Each job's startdelay (ns, scaled): the value, or drawn uniformly from its range."""
+        lo, hi = self.startdelay
+        d = [lo if hi == lo else int(np.random.default_rng([seed, j, 6]).integers(lo, hi + 1))
+             for j in range(self.numjobs)]
+        return (np.array(d, np.float64) / float(self.scale)).astype(np.int64)
+
     def _pre_read_chunks(self) -> Iterator[Chunk]:
         """Each file read once sequentially in bs calls (job j reads file j; a shared file job 0)."""
         T, bsp = self.numjobs, self.bs_pages
         readers = [0] if self.shared else list(range(T))
         step = max(bsp, (self.chunk_accesses // len(readers)) // bsp * bsp)
-        F = self.file_pages
+        F = self.file_pages * self.nrfiles           # a job's files are consecutive slots: read in turn
         for lo in range(0, F, step):
             hi = min(F, lo + step)
             offs, pages, ops = [0], [], []
@@ -232,24 +299,27 @@ class Fio(Workload):
                 offs.append(offs[-1] + (hi - lo if j in readers else 0))
             yield Chunk(np.array(offs, np.int64), np.concatenate(pages), np.concatenate(ops))
 
-    def _ios(self, job: int, start: int, n: int, seed: int, rng, offs, dist) -> tuple[np.ndarray, np.ndarray]:
+    def _ios(self, job: int, start: int, n: int, seed: int, rng, offs, dist, files) -> tuple[np.ndarray, np.ndarray]:
         """Pages and ops of I/Os [start, start + n) of a job's stream (`offs`: the job's generator of
-        norandommap offsets; `dist`: its fio_dist.BlockDistribution, None for random; both drawn in
-        stream order)."""
+        norandommap offsets; `dist`: its fio_dist.BlockDistribution, None for random; `files`: its
+        FileService; all drawn in stream order)."""
         random, reads = RW[self.rw]
         nb, bsp = self.nblocks, self.bs_pages
         j = np.arange(start, start + n, dtype=np.int64)
-        idx = j % nb
+        f, q = files.take(j)                        # each I/O's file, and its place in that file's stream
+        idx = q % nb
         if random and dist is not None:
             blocks = dist.blocks(n)                 # fio takes these without its random map
         elif random and self.norandommap:
             blocks = offs.integers(0, nb, n, dtype=np.int64)
         elif random:
+            # a random map per file and pass (one file: keyed as before nrfiles existed)
             blocks = np.empty(n, np.int64)
-            passes = j // nb
-            for ps in np.unique(passes):
-                sel = passes == ps
-                blocks[sel] = random_map(idx[sel], nb, np.random.default_rng([seed, job, 2, int(ps)]))
+            passes = q // nb
+            for fi, ps in sorted(set(zip(f.tolist(), passes.tolist()))):
+                sel = (passes == ps) & (f == fi)
+                key = [seed, job, 2, ps] if self.nrfiles == 1 else [seed, job, 2, ps, fi]
+                blocks[sel] = random_map(idx[sel], nb, np.random.default_rng(key))
         else:
             blocks = idx
         share = self.rwmixread if reads is None else reads
@@ -259,7 +329,8 @@ class Fio(Workload):
             kind = np.full(n, OP_WRITE, np.uint8)
         else:
             kind = np.where(rng.random(n) * 100 < share, OP_READ, OP_WRITE).astype(np.uint8)
-        pages = (self.file_base(job) + blocks[:, None] * bsp + np.arange(bsp, dtype=np.int64)).reshape(-1)
+        base = self.file_base(job) + f * self.file_pages
+        pages = (base[:, None] + blocks[:, None] * bsp + np.arange(bsp, dtype=np.int64)).reshape(-1)
         ops = np.repeat(kind, bsp).reshape(n, bsp)
         ops[:, -1] |= OP_SYSCALL_END
         ops[(j + 1) % self.log_ios == 0, -1] |= OP_MARK
@@ -267,7 +338,66 @@ class Fio(Workload):
 
     # ---- fio's report ---------------------------------------------------------------------------
     def summary(self, result, phase_start_ns: int) -> dict:
-        return fio_json(result, phase_start_ns, self.bs, self.log_ios, self.numjobs)
+        delays = self.start_delays(int(result.config.get("seed", 0))) if self.startdelay[1] else 0
+        starts = phase_start_ns + np.zeros(self.numjobs, np.int64) + delays + (self.ramp_time or 0)
+        return fio_json(result, starts, self.bs, self.log_ios, self.numjobs)
+
+
+class FileService:
+    """Which of a job's nrfiles files each I/O goes to (fio's file_service_type), and its place in
+    that file's own stream (its sequential offset or random-map position). A pass of the job is a
+    pass over every file (nrfiles * nblocks I/Os); within it, as in fio, a file that has had all its
+    blocks is not picked again: roundrobin:N takes N I/Os from each file in turn (the last turn of
+    each file shorter when N does not divide its blocks), sequential a whole file then the next,
+    random:N groups of N I/Os of the files in a random order (a shuffle of every file's groups: fio
+    picks uniformly among the files not yet done, which is close to it). With one file every I/O
+    is file 0 at its stream index."""
+
+    def __init__(self, nrfiles: int, nblocks: int, kind: str, per: int, rng):
+        self.nf, self.nb, self.kind, self.per, self.rng = nrfiles, nblocks, kind, per, rng
+        self.pass_no, self.table = -1, None         # random: the current pass's (file, place) per I/O
+
+    def take(self, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        nf, nb = self.nf, self.nb
+        if nf == 1:
+            return np.zeros(j.shape[0], np.int64), j
+        ps, r = j // (nf * nb), j % (nf * nb)
+        if self.kind == "sequential":
+            f, q = r // nb, r % nb
+        elif self.kind == "roundrobin":
+            f, q = self._roundrobin(r)
+        else:
+            f, q = np.empty_like(r), np.empty_like(r)
+            for p in np.unique(ps).tolist():        # passes come in order: each table drawn once
+                sel = ps == p
+                if p != self.pass_no:
+                    self.pass_no, self.table = p, self._shuffled_pass()
+                f[sel], q[sel] = self.table[0][r[sel]], self.table[1][r[sel]]
+        return f, ps * nb + q
+
+    def _roundrobin(self, r):
+        nf, nb, N = self.nf, self.nb, self.per
+        full = (nb // N) * N * nf                  # I/Os in whole turns of N
+        t = nb % N                                 # the last, shorter turn of each file
+        f = np.where(r < full, (r // N) % nf, (r - full) // max(t, 1))
+        q = np.where(r < full, (r // (N * nf)) * N + r % N, (nb // N) * N + (r - full) % max(t, 1))
+        return f, q
+
+    def _shuffled_pass(self):
+        nf, nb, N = self.nf, self.nb, self.per
+        turns = -(-nb // N)
+        groups = self.rng.permutation(np.repeat(np.arange(nf, dtype=np.int64), turns))
+        sizes = np.full(groups.shape[0], N, np.int64)
+        # each file's last turn (its turns-th occurrence in the order) holds what is left
+        nth = np.zeros(groups.shape[0], np.int64)
+        seen = np.zeros(nf, np.int64)
+        for i, g in enumerate(groups.tolist()):
+            nth[i] = seen[g]
+            seen[g] += 1
+        sizes[nth == turns - 1] = nb - (turns - 1) * N
+        f = np.repeat(groups, sizes)
+        q = np.repeat(nth * N, sizes) + (np.arange(f.shape[0]) - np.repeat(np.cumsum(sizes) - sizes, sizes))
+        return f, q
 
 
 def random_map(idx: np.ndarray, n: int, rng) -> np.ndarray:
@@ -317,12 +447,16 @@ def _dir_stats(hist: np.ndarray, bs: int, runtime_ns: float) -> dict:
             "runtime": int(runtime_ns / 1e6), "total_ios": ios, "clat_ns": _clat(hist)}
 
 
-def fio_json(result, phase_start_ns: int, bs: int, log_ios: int, numjobs: int) -> dict:
+def fio_json(result, starts_ns, bs: int, log_ios: int, numjobs: int) -> dict:
     """fio's --output-format=json shape (the parts tierlab models) from a Result: per job, the
-    aggregate, and the aggregate throughput log. See the module docstring."""
+    aggregate, and the aggregate throughput log. `starts_ns`: when each job's statistics start
+    (the phase start, plus its startdelay and ramp_time; one number: the same for every job). See
+    the module docstring."""
     hist = result.clat_hist[:numjobs]
     ends = result.io_done_s.to_numpy()[:numjobs] * 1e9      # fio waits for the I/Os in flight
-    runtimes = np.maximum(ends - phase_start_ns, 0.0)
+    starts = np.broadcast_to(np.asarray(starts_ns, np.float64), (numjobs,))
+    runtimes = np.maximum(ends - starts, 0.0)
+    phase_start_ns = float(starts.min()) if numjobs else 0.0
     jobs = []
     for j in range(numjobs):
         jobs.append({"jobname": "fio", "groupid": 0, "job_runtime": int(runtimes[j] / 1e6),
