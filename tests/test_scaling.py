@@ -58,3 +58,22 @@ def test_seed000_predicted_columns_agree_at_scales_32_and_64(seed000_two_scales)
             assert a.simulated[key] == b.simulated[key], key
         else:
             assert b.simulated[key] == pytest.approx(a.simulated[key], rel=0.01), key
+
+
+def hit_rate_gbps(scale, tasks=4):
+    """4 tasks pread() a cached 1 GiB file on qemu-2node at random, 16 reads per page after the
+    prefault phase: the read phase's throughput (bytes per simulated second, which --scale keeps)."""
+    from tierlab.api import build
+    pages = (1 << 30) // 4096 // scale
+    acc = pages * 16 // tasks
+    sim = build({"machine": "qemu-2node", "workload": "random-read", "scale": scale, "seed": 1,
+                 "params": {"file_size": "1GiB", "accesses": str(acc), "io": "read", "prefault": "1",
+                            "tasks": str(tasks)}})
+    res = sim.run().result()
+    return acc * tasks * 4096 / (res.sim_time_s - sim.phase_start_ns / 1e9) / 1e9
+
+
+def test_page_cache_hit_rate_is_the_same_at_scales_64_and_256():
+    """Issue #33 measured uniform random-read throughput 31.5 GB/s at scale 256 and 54.6 at 64 (its
+    config not recorded); measured here (docs/scaling.md) the hit phase keeps its rate."""
+    assert hit_rate_gbps(256) == pytest.approx(hit_rate_gbps(64), rel=0.01)
