@@ -84,3 +84,50 @@ def test_at_must_be_a_list():
     cfg["at"] = "10ms:set numa_balancing=2"
     with pytest.raises(ConfigError, match="at: expected a list"):
         build(cfg)
+
+
+def test_a_sweep_varies_the_run_script(tmp_path):
+    """`at` in a sweep's grid: one run without events, one that moves the file mapping to CXL and
+    switches tiering on; the rows differ in promotions, and the stored config carries the events."""
+    from tierlab import sweep as S
+    spec = tmp_path / "events.toml"
+    spec.write_text('''name = "events"
+[base]
+machine = "qemu-2node"
+workload = "random-read"
+scale = 64
+seed = 1
+[base.params]
+file_size = "256MiB"
+accesses = "40000"
+io = "mmap"
+prefault = "1"
+[base.knobs]
+scan_delay_ms = 0
+[grid]
+at = [[], ["phase:1:move_pages 0 1", "0.5s:set numa_balancing=2"]]
+''')
+    df = S.run_sweep(str(spec), tmp_path / "out", executor="serial", progress=False)
+    assert len(df) == 2
+    promoted = sorted(df["pgpromote_success"].tolist())
+    assert promoted[0] == 0 and promoted[1] > 0
+    moved = df["pgmigrate_success"].max()
+    assert moved >= (256 << 20) // 4096 // 64      # the mapped file's pages moved, then promoted back
+
+
+def test_a_file_mapping_moved_to_cxl_is_promoted_back_and_the_time_to_finish_is_read_off():
+    """A mmap'd file populated on DRAM, moved to CXL at the read phase's start, promoted back by
+    NUMA balancing with no memory pressure; the time series says when the promotions were done."""
+    cfg = {"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,
+           "params": {"file_size": "256MiB", "accesses": "40000", "io": "mmap", "prefault": "1"},
+           "knobs": {"scan_delay_ms": 0}, "sample_interval_ms": 5,
+           "at": ["phase:1:move_pages 0 1", "0.5s:set numa_balancing=2"]}
+    sim, r = run(cfg)
+    pages = (256 << 20) // 4096 // 64
+    st = sim.move_pages_status().loc[0]
+    assert st["moved"] == pages
+    assert r.counters["pgdemote_kswapd"] == 0
+    ts = r.timeseries
+    done = ts.time_s[ts.pgpromote_success >= 0.9 * r.counters["pgpromote_success"]].iloc[0]
+    assert r.counters["pgpromote_success"] > 0.5 * pages
+    assert r.events.time_s.iloc[1] < done <= r.sim_time_s

@@ -191,6 +191,20 @@ def test_migrc_needs_batched_flushing():
         Kernel(migrc="on", migrate_batch_flush=0).check_combination()
 
 
+def test_migrc_with_migration_entry_ad_warns_with_the_reason():
+    """#33: migrc=on under the default migration_entry_ad=1 is valid (clean read-only mappings are
+    deferred) but for memory written first it does nothing; the one validator says so."""
+    import warnings
+    from tierlab.errors import LimitedEffectWarning
+    from tierlab.kernel import Kernel
+    with pytest.warns(LimitedEffectWarning, match="never deferred"):
+        Kernel(migrc="on").check_combination()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Kernel(migrc="on", migration_entry_ad=0).check_combination()
+        Kernel().check_combination()
+
+
 def _demotion(io, **knobs):
     """kswapd demoting a file the task reads (io=read) or loads through a mapping (io=mmap)."""
     return run_config({"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,

@@ -19,3 +19,8 @@ class TraceError(TierlabError, ValueError):
 
 class CapacityError(TierlabError, MemoryError):
     """The simulation state would not fit in the host's available memory."""
+
+
+class LimitedEffectWarning(UserWarning):
+    """A valid knob combination whose effect is limited in a way that is easy to miss (e.g. migrc=on
+    with migration_entry_ad=1: written anon memory is never deferred); the message says why."""

@@ -279,6 +279,14 @@ class Kernel:
         if self.get("migrc") and not self.get("migrate_batch_flush"):
             raise ConfigError("migrc: on needs migrate_batch_flush=1 (MIGRC defers flushes inside "
                               "migrate_pages_batch()'s batched flush); accepted: migrc=off, or migrate_batch_flush=1")
+        if self.get("migrc") and self.get("migration_entry_ad"):
+            import warnings
+            from .errors import LimitedEffectWarning
+            warnings.warn("migrc=on with migration_entry_ad=1 (the default): a migrated page keeps its PTE's dirty "
+                          "bit, so anonymous memory written before it migrates is never deferred and MIGRC defers "
+                          "only clean read-only mappings (mmap'd files); a workload that writes its memory first "
+                          "runs as with migrc off. migration_entry_ad=0 is the seed 004 guest's setting",
+                          LimitedEffectWarning, stacklevel=2)
         if self.get("anon_folio_orders") != KNOBS["anon_folio_orders"].choices["region"]:
             return
         readers = {"huge_anon_orders_always": ("mthp",), "arch_wants_pte_order": ("v1", "v2", "v2-simple-order")}

@@ -266,12 +266,14 @@ def run_kswapd(s, p, c, nid, clock, scratch):
 @jit
 def quantum_limit(s, p, c, t, clock, second_t):
     """Where task t's quantum on CPU c from `clock` ends: a quantum past the runner-up CPU's time
-    (`second_t`; INF: none, then past the next sample), at the next sample, at the end of its CFS
-    slice, at its CPU's next runqueue event, at its stop."""
+    (`second_t`; INF: none, then past the next sample), at the next sample or run-script event, at
+    the end of its CFS slice, at its CPU's next runqueue event, at its stop."""
     limit = second_t if second_t < INF else s.sys[0].next_sample
     limit = max(limit, clock) + np.int64(p[P.QUANTUM_NS])
     if s.sys[0].next_sample < limit and s.sys[0].next_sample > clock:
         limit = s.sys[0].next_sample
+    if s.sys[0].event_at < limit and s.sys[0].event_at > clock:
+        limit = s.sys[0].event_at               # a run-script event is due there (STATUS_EVENT)
     if s.cpu[c].nr_running > 1:
         # check_preempt_tick: the slice ends (the runtime used so far is runtime - slice_start)
         limit = min(limit, clock + s.cpu[c].slice_ns - (s.task[t].runtime - s.cpu[c].slice_start))

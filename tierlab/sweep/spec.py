@@ -260,7 +260,11 @@ def load_spec(spec, name: str | None = None) -> Spec:
             raise err(section, key, f"{section}: {key!r}: empty list; give at least one value")
         seen = []
         for v in vals:
-            if not _scalar_ok(v):
+            if key == "at":
+                if not isinstance(v, list) or not all(isinstance(e, str) for e in v):
+                    raise err(section, key, f"{section}: 'at': each value is a list of events (strings), e.g. "
+                                            f"at = [[], [\"10ms:set numa_balancing=2\"]]; got {v!r}")
+            elif not _scalar_ok(v):
                 raise err(section, key, f"{section}: {key!r}: values must be strings or numbers, got {v!r}")
             if any(type(v) is type(s) and v == s for s in seen):
                 raise err(section, key, f"{section}: {key!r}: value {v!r} appears twice")
