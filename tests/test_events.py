@@ -71,12 +71,22 @@ def test_an_event_whose_moment_never_comes_is_listed_as_not_applied():
     ("10ms:mbind 0 sideways:1", "not a memory policy"),
     ("10ms:migratepages 0", "migratepages FROM"),
     ("10ms:move_pages 0 1 task=4", "task '4'"),
+    ("10ms:drop_caches 4", "drop_caches 1\\|2\\|3"),
+    ("10ms:set_mempolicy interleave", "needs nodes"),
 ])
 def test_bad_events_are_refused_before_the_run_naming_the_event(event, says):
     cfg = copy.deepcopy(BASE)
     cfg["at"] = [event]
     with pytest.raises(ConfigError, match=says):
         build(cfg)
+
+
+def test_every_action_parses():
+    cfg = copy.deepcopy(BASE)
+    cfg["at"] = ["1ms:drop_caches 3", "2ms:set_mempolicy preferred:1 task=1", "3ms:mbind 0 interleave:0,1 move",
+                 "4ms:migratepages 0,1 0", "5ms:set numa_balancing=2,hot_threshold_ms=500"]
+    _, r = run(cfg)
+    assert r.events.applied.all()
 
 
 def test_at_must_be_a_list():

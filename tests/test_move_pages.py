@@ -15,7 +15,9 @@ from tierlab.core import state as st
 from tierlab.core.ops import OP_CPU
 from tierlab.core.vmstat import Vm
 from tierlab.errors import ConfigError
-from tierlab.workloads.base import Process, Region, mbind_op, migrate_pages_op, move_pages_op
+from tierlab.workloads.base import (
+    Process, Region, drop_caches_op, mbind_op, migrate_pages_op, move_pages_op, set_mempolicy_op,
+)
 
 
 def two_tier():
@@ -132,3 +134,39 @@ def test_bad_page_movement_ops_are_refused_naming_the_op():
         mbind_op(0, "bind")
     check_control_ops(chunk([move_pages_op(0, 1), migrate_pages_op([0], 1), mbind_op(0, "preferred", [1], True)]),
                       regions, None, 2)
+
+
+def test_set_mempolicy_sends_the_next_faults_of_vmas_without_their_own_policy():
+    """set_mempolicy(bind:1): pages faulted after it land on node 1 in the slot without a VMA policy;
+    the slot with its own (mbind) policy, and pages already placed, stay."""
+    sim = sim_with([Region("a", "anon", 16), Region("b", "anon", 16)])
+    s = sim.state
+    b = int(s.regions.start[1])
+    ops = [(x, STORE) for x in range(4)] + [mbind_op(1, "preferred", [0]), set_mempolicy_op("bind", [1])] + \
+          [(x, STORE) for x in range(4, 8)] + [(b + x, STORE) for x in range(4)]
+    sim.run(chunks=[chunk(ops)])
+    assert s.pages.node[:8].tolist() == [0] * 4 + [1] * 4
+    assert s.pages.node[b:b + 4].tolist() == [0] * 4
+    assert s.mm[0]["policy"] == st.MPOL_BIND and s.regions.policy[0] == st.MPOL_BIND
+    assert s.regions.policy[1] == st.MPOL_PREFERRED
+
+
+def test_drop_caches_drops_clean_unmapped_page_cache_only():
+    """A read() file (8 pages cached), a mmap'd file (4 pages mapped), an anon region: echo 1 >
+    drop_caches frees the 8 read() pages, leaves the mapped ones and the anon memory; the next read
+    of a dropped page is a first fault (no shadow: no refault)."""
+    regions = [Region("f", "file", 8), Region("m", "file", 8, mapped=True), Region("a", "anon", 4)]
+    sim = sim_with(regions)
+    s = sim.state
+    f, m, a = (int(s.regions.start[i]) for i in range(3))
+    ops = [(f + x, 2 | 8) for x in range(8)] + [(m + x, LOAD) for x in range(4)] + \
+          [(a + x, STORE) for x in range(4)] + [drop_caches_op(1)]
+    sim.run(chunks=[chunk(ops)])
+    present = lambda lo, n: [bool(s.pages.flags2[lo + x] & st.F2_PRESENT) for x in range(n)]
+    assert present(f, 8) == [False] * 8
+    assert present(m, 4) == [True] * 4 and present(a, 4) == [True] * 4
+    free_before = int(s.pgdat[0]["free"])
+    sim.run(chunks=[chunk([(f, 2 | 8)])])
+    assert counter(sim, Vm.WORKINGSET_REFAULT_FILE) == 0
+    assert int(s.pgdat[0]["free"]) < free_before
+    check_invariants(sim)

@@ -731,8 +731,8 @@ def check_control_ops(ch, regions, state, nr_nodes=None) -> None:
     message.)"""
     from .core.mempolicy import MIGRATE_FROM_SHIFT, mbind_unpack
     from .core.ops import (
-        CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, CTRL_MOVE_PAGES, CTRL_NAMES,
-        MOVE_NODE_SHIFT, OP_CPU, OP_CTRL, ctrl_unpack,
+        CTRL_DROP_CACHES, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, CTRL_MOVE_PAGES,
+        CTRL_NAMES, CTRL_SET_MEMPOLICY, MOVE_NODE_SHIFT, OP_CPU, OP_CTRL, ctrl_unpack,
     )
     from .core.state import FADV_CODES, MPOL_CODES
     # CPU work (OP_CPU) may ride between every few accesses: checked in bulk, not op by op
@@ -770,7 +770,11 @@ def check_control_ops(ch, regions, state, nr_nodes=None) -> None:
         if kind == CTRL_MOVE_PAGES:
             check_nodes("move_pages target", [slot >> MOVE_NODE_SHIFT])
             slot &= (1 << MOVE_NODE_SHIFT) - 1
-        if kind == CTRL_MBIND:
+        if kind == CTRL_DROP_CACHES:
+            if arg not in (1, 2, 3):
+                raise ConfigError(f"{key}: drop_caches {arg}; accepted: 1, 2, 3")
+            continue
+        if kind in (CTRL_MBIND, CTRL_SET_MEMPOLICY):
             slot, mode, _, mask = mbind_unpack(arg)
             if mode not in MPOL_CODES.values():
                 raise ConfigError(f"{key}: mbind mode {mode}; accepted: "
@@ -780,7 +784,9 @@ def check_control_ops(ch, regions, state, nr_nodes=None) -> None:
                 if nodes:
                     raise ConfigError(f"{key}: mbind default takes no nodes, got {nodes}")
             else:
-                check_nodes("mbind", nodes)
+                check_nodes("mbind" if kind == CTRL_MBIND else "set_mempolicy", nodes)
+            if kind == CTRL_SET_MEMPOLICY:
+                continue
         if kind in (CTRL_MOVE_PAGES, CTRL_MBIND):
             if not 0 <= slot < len(regions):
                 raise ConfigError(f"{key}: slot {slot} does not exist; accepted: 0..{len(regions) - 1}")

@@ -395,8 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(counts, the default)")
     r.add_argument("--at", action="append", metavar="WHEN:ACTION",
                    help="a run-script event, repeatable: WHEN is a simulated time (10ms, 1.5s), mark:TASK:N or "
-                        "phase:N; ACTION is set KNOB=VALUE, move_pages REGION NODE, migratepages FROM NODE or "
-                        "mbind REGION POLICY [move] (e.g. --at 'phase:1:move_pages 0 1' --at '2s:set "
+                        "phase:N; ACTION is set KNOB=VALUE, move_pages REGION NODE, migratepages FROM NODE, "
+                        "mbind REGION POLICY [move], set_mempolicy POLICY or drop_caches 1|2|3 (e.g. --at 'phase:1:move_pages 0 1' --at '2s:set "
                         "numa_balancing=2'; tierlab/events.py)")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table",
                    help="output on stdout (default: table)")

@@ -12,6 +12,8 @@ An event is a string `WHEN:ACTION` (config key `at`, a list; CLI `--at`, repeata
             mbind REGION POLICY [move] [task=T]    mbind(2): POLICY as a Region takes it, e.g.
                                                    default, bind:1, preferred:0, interleave:0,1,
                                                    bind|numa_balancing:0,1; `move`: MPOL_MF_MOVE
+            set_mempolicy POLICY [task=T]          set_mempolicy(2) of task T's process
+            drop_caches 1|2|3 [task=T]             echo N > /proc/sys/vm/drop_caches
 
 REGION is a region's name or slot number. A system call is issued by task T (default 0) as its
 next op, so it runs on that task's clock and CPU; the task must still have input to run then, or
@@ -28,10 +30,10 @@ from dataclasses import dataclass, field
 
 from .errors import ConfigError
 
-ACTIONS = ("set", "move_pages", "migratepages", "mbind")
+ACTIONS = ("set", "move_pages", "migratepages", "mbind", "set_mempolicy", "drop_caches")
 ACCEPTED = ("WHEN:ACTION with WHEN a time (10ms, 1.5s), mark:TASK:N or phase:N and ACTION one of "
-            "set KNOB=VALUE, move_pages REGION NODE, migratepages FROM NODE, mbind REGION POLICY [move] "
-            "(system calls take task=T)")
+            "set KNOB=VALUE, move_pages REGION NODE, migratepages FROM NODE, mbind REGION POLICY [move], "
+            "set_mempolicy POLICY, drop_caches 1|2|3 (system calls take task=T)")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ def _int(v: str, what: str, text: str, lo: int, hi: int) -> int:
 
 def parse_event(text, machine, kernel, workload, regions, nr_tasks: int) -> Event:
     """One event string, checked against the run's machine, knobs, regions and tasks."""
-    from .workloads.base import mbind_op, migrate_pages_op, move_pages_op
+    from .workloads.base import (
+        drop_caches_op, mbind_op, migrate_pages_op, move_pages_op, set_mempolicy_op, split_policy,
+    )
     from .workloads.fio import _runtime
     if not isinstance(text, str) or ":" not in text:
         raise ConfigError(f"at {text!r}: expected {ACCEPTED}")
@@ -110,13 +114,19 @@ def parse_event(text, machine, kernel, workload, regions, nr_tasks: int) -> Even
     elif verb == "migratepages" and len(args) == 2:
         op = migrate_pages_op([node(v) for v in args[0].split(",")], node(args[1]))
     elif verb == "mbind" and len(args) in (2, 3) and (len(args) == 2 or args[2] == "move"):
-        from .workloads.base import split_policy
         pol, _, nodes = args[1].partition(":")
         split_policy(pol, f"at {text!r}: policy")
         op = mbind_op(region(args[0]), pol, [node(v) for v in nodes.split(",") if v], len(args) == 3)
+    elif verb == "set_mempolicy" and len(args) == 1:
+        pol, _, nodes = args[0].partition(":")
+        split_policy(pol, f"at {text!r}: policy")
+        op = set_mempolicy_op(pol, [node(v) for v in nodes.split(",") if v])
+    elif verb == "drop_caches" and len(args) == 1 and args[0] in ("1", "2", "3"):
+        op = drop_caches_op(int(args[0]))
     else:
         usage = {"move_pages": "move_pages REGION NODE", "migratepages": "migratepages FROM[,FROM] NODE",
-                 "mbind": "mbind REGION POLICY [move]"}[verb]
+                 "mbind": "mbind REGION POLICY [move]", "set_mempolicy": "set_mempolicy POLICY",
+                 "drop_caches": "drop_caches 1|2|3"}[verb]
         raise ConfigError(f"at {text!r}: accepted: {usage} [task=T]")
     return Event(text, **trig, op=op, issuer=issuer)
 

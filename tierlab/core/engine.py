@@ -49,12 +49,13 @@ from .cost import line_load_ns, mem_fast_ok
 from .fileio import syscall_end
 from .filemap import filemap_access
 from .memory import fault_in, pte_access
+from .drop_caches import drop_caches_ctrl
 from .mempolicy import page_movement_ctrl
 from .mm import cpumask_set_cpu, do_ctrl
 from .numa_balancing import init_numa_balancing, jiffies_at, next_numa_tick, task_tick_numa
 from .ops import (
-    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_EXIT, CTRL_KIND_MASK, CTRL_MBIND,
-    CTRL_MIGRATE_PAGES, CTRL_MOVE_PAGES, OP_CPU, OP_CTRL, OP_KIND_MASK,
+    ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_DROP_CACHES, CTRL_EXIT, CTRL_KIND_MASK,
+    CTRL_MBIND, CTRL_MIGRATE_PAGES, CTRL_MOVE_PAGES, CTRL_SET_MEMPOLICY, OP_CPU, OP_CTRL, OP_KIND_MASK,
     OP_MARK, OP_READ, OP_STOP, OP_SYSCALL_END,
 )
 from .readahead import call_goes_on, call_pages_left, page_cache_async_ra, page_present
@@ -185,8 +186,10 @@ def task_ctrl(s, p, task, cpu, op, arg, clock, scratch, cands):
     if exiting and s.task[task].promo_count > 0:
         cost += task_numa_promotion_work(s, p, task, s.cpu[cpu].node, clock)
     kind = op & CTRL_KIND_MASK
-    if kind == CTRL_MOVE_PAGES or kind == CTRL_MIGRATE_PAGES or kind == CTRL_MBIND:
+    if kind == CTRL_MOVE_PAGES or kind == CTRL_MIGRATE_PAGES or kind == CTRL_MBIND or kind == CTRL_SET_MEMPOLICY:
         c, ok = page_movement_ctrl(s, p, task, op, arg, clock + np.int64(cost), scratch, cands)
+    elif kind == CTRL_DROP_CACHES:
+        c, ok = drop_caches_ctrl(s, p, arg, clock + np.int64(cost)), True
     else:
         c, ok = do_ctrl(s, p, task, op, arg, clock + np.int64(cost))
     cost += c

@@ -1,4 +1,4 @@
-"""Memory policy system calls that move pages: migrate_pages(2) and mbind(2) (mm/mempolicy.c).
+"""Memory policy system calls: migrate_pages(2), mbind(2) and set_mempolicy(2) (mm/mempolicy.c).
 
 - migrate_pages(2) of the calling task's own process (kernel_migrate_pages with pid 0, what
   `migratepages` runs for a pid): do_migrate_pages() drains the lru_add batches
@@ -11,6 +11,8 @@
   alloc_migration_target_by_mpol() sends each where the new policy would allocate it now (its
   zonelist's first node, page_alloc.policy_nodes). A slot mapped later (CTRL_MMAP) keeps the
   policy, as the slot's own VMA policy.
+- set_mempolicy(2) (do_set_mempolicy): the process's task policy, which its VMAs without a policy
+  of their own follow from then on (the model keeps one task policy per mm: its threads share it).
 
 Only folios mapped by the mm's page tables are queued (page cache that the mm has not mapped is
 not part of its address space), and only those on an LRU (the kernel's isolation fails for the
@@ -31,7 +33,7 @@ from ._jit import jit, jit_inline
 from .lru import lru_add_drain_all
 from .migrate import NR_MAX_BATCHED_MIGRATION, do_pages_move, isolate_for_syscall, migrate_folio_list
 from .mm import force_sig_segv
-from .ops import CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, MOVE_NODE_SHIFT, ctrl_unpack
+from .ops import CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, CTRL_SET_MEMPOLICY, MOVE_NODE_SHIFT, ctrl_unpack
 from .page_alloc import policy_nodes
 from .params import P
 from .profile import K, charge
@@ -54,6 +56,11 @@ def mbind_arg(slot: int, mode: int, nodes, move: bool = False, numa_balancing: b
         mask |= 1 << int(n)
     flags = (MPOL_MF_MOVE if move else 0) | (MBIND_NUMA_BALANCING if numa_balancing else 0)
     return int(slot) | int(mode) << MBIND_MODE_SHIFT | flags << MBIND_FLAGS_SHIFT | mask << MBIND_NODES_SHIFT
+
+
+def set_mempolicy_arg(mode: int, nodes, numa_balancing: bool = False) -> int:
+    """The `page` slot of a CTRL_SET_MEMPOLICY op (mbind_arg's layout without a slot or MF_MOVE)."""
+    return mbind_arg(0, mode, nodes, False, numa_balancing)
 
 
 def mbind_unpack(arg: int):
@@ -115,16 +122,22 @@ def do_migrate_pages(s, p, task, from_mask, dst, now, folios):
 
 
 @jit_inline
-def set_vma_policy(s, r, mode, flags, mask):
-    """The slot's VMA policy (vma_replace_policy): mode, its nodes in node order, its flags."""
-    s.regions.policy[r] = mode
-    s.regions.vma_policy[r] = 1
+def policy_flags_of(mode, flags):
+    """pol->flags of a new policy: MOF | MORON for the default one and for one given
+    MPOL_F_NUMA_BALANCING (config.policy_code's rule)."""
     pol_flags = 0
     if mode == MPOL_DEFAULT or (flags & MBIND_NUMA_BALANCING):
         pol_flags = MPOL_F_MOF | MPOL_F_MORON
     if flags & MBIND_NUMA_BALANCING:
         pol_flags |= MPOL_F_NUMA_BALANCING
-    s.regions.pol_flags[r] = pol_flags
+    return pol_flags
+
+
+@jit_inline
+def set_region_policy(s, r, mode, flags, mask):
+    """Slot r's effective policy: mode, its nodes in node order, its flags."""
+    s.regions.policy[r] = mode
+    s.regions.pol_flags[r] = policy_flags_of(mode, flags)
     m = np.uint64(mask)
     k = 0
     for nid in range(s.regions.nodes.shape[1]):
@@ -136,13 +149,28 @@ def set_vma_policy(s, r, mode, flags, mask):
 
 
 @jit
+def do_set_mempolicy(s, task, mode, flags, mask):
+    """set_mempolicy(2): the task policy of the task's mm (one policy per process here), which every
+    VMA without a policy of its own follows from its next allocation on (get_vma_policy falls back
+    to it); pages already placed stay."""
+    mm = s.task[task].mm
+    s.mm[mm].policy = mode
+    s.mm[mm].policy_flags = policy_flags_of(mode, flags)
+    s.mm[mm].policy_nodes = np.uint64(mask) if mode != MPOL_DEFAULT else np.uint64(0)
+    for r in range(s.regions.kind.shape[0]):
+        if s.regions.mm[r] == mm and not s.regions.vma_policy[r]:
+            set_region_policy(s, r, mode, flags, mask)
+
+
+@jit
 def do_mbind(s, p, task, r, mode, flags, mask, now, folios, cands):
     """mbind(2) of slot r by `task` (its VMA must be the task's mm's): set the policy and, with
     MPOL_MF_MOVE, move the mapped folios on nodes outside `mask` to where the new policy places
     them, one migrate_pages() per run of folios with the same target. Returns (ok, cost in ns)."""
     if s.regions.mm[r] != s.task[task].mm:
         return False, 0.0
-    set_vma_policy(s, r, mode, flags, mask)
+    set_region_policy(s, r, mode, flags, mask)
+    s.regions.vma_policy[r] = 1
     if not (flags & MPOL_MF_MOVE) or mode == MPOL_DEFAULT:
         return True, 0.0
     cost = lru_add_drain_all(s, p, now)
@@ -175,14 +203,18 @@ def do_mbind(s, p, task, r, mode, flags, mask, now, folios, cands):
 
 @jit
 def page_movement_ctrl(s, p, task, op, arg, now, folios, cands):
-    """The control ops that move pages (ops.CTRL_MOVE_PAGES, CTRL_MIGRATE_PAGES, CTRL_MBIND) of
-    `task`: the syscall's entry and exit, then the call. Returns (cost in ns, ok); not ok (mbind
+    """The memory-policy and page-movement control ops (ops.CTRL_MOVE_PAGES, CTRL_MIGRATE_PAGES,
+    CTRL_MBIND, CTRL_SET_MEMPOLICY) of `task`: the syscall's entry and exit, then the call. Returns (cost in ns, ok); not ok (mbind
     of a slot the task's mm does not map) records a SIGSEGV as mm.do_ctrl does."""
     kind = op & CTRL_KIND_MASK
     cost = charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])
     t = now + np.int64(cost)
     if kind == CTRL_MIGRATE_PAGES:
         return cost + do_migrate_pages(s, p, task, arg >> MIGRATE_FROM_SHIFT, arg & 255, t, folios)[1], True
+    if kind == CTRL_SET_MEMPOLICY:
+        do_set_mempolicy(s, task, (arg >> MBIND_MODE_SHIFT) & 15, (arg >> MBIND_FLAGS_SHIFT) & 255,
+                         arg >> MBIND_NODES_SHIFT)
+        return cost, True
     if kind == CTRL_MBIND:
         r = arg & ((np.int64(1) << MBIND_MODE_SHIFT) - 1)
         ok, c = do_mbind(s, p, task, r, (arg >> MBIND_MODE_SHIFT) & 15, (arg >> MBIND_FLAGS_SHIFT) & 255,

@@ -23,6 +23,9 @@ case at them as at a MARK (one mask test, no cost on the access path) and hands 
   own process (mempolicy.do_migrate_pages);
 - CTRL_MBIND: arg = mempolicy.mbind_arg(slot, mode, nodes, move, numa_balancing): mbind(2) of the
   slot's VMA, with MPOL_MF_MOVE when `move` (mempolicy.do_mbind);
+- CTRL_SET_MEMPOLICY: arg = mempolicy.set_mempolicy_arg(mode, nodes, numa_balancing): the task's
+  process's policy (mempolicy.do_set_mempolicy);
+- CTRL_DROP_CACHES: arg = 1, 2 or 3 as written to /proc/sys/vm/drop_caches (drop_caches.py);
 - CTRL_CPU: arg = ns of the task's own CPU work that touches no simulated memory (a server's
   request parsing, its system calls' fixed part): the task's clock advances by arg. It is the one
   control op the fast case takes in place (engine.fast_run: no stop, so a workload may put one
@@ -54,9 +57,11 @@ CTRL_FADVISE = 6     # posix_fadvise() on the region's file: arg = (FADV_* << 32
 CTRL_MOVE_PAGES = 7
 CTRL_MIGRATE_PAGES = 8
 CTRL_MBIND = 9
+CTRL_SET_MEMPOLICY = 10
+CTRL_DROP_CACHES = 11
 CTRL_NAMES = {"mmap": CTRL_MMAP, "munmap": CTRL_MUNMAP, "brk": CTRL_BRK, "exit": CTRL_EXIT, "cpu": CTRL_CPU,
               "fadvise": CTRL_FADVISE, "move_pages": CTRL_MOVE_PAGES, "migrate_pages": CTRL_MIGRATE_PAGES,
-              "mbind": CTRL_MBIND}
+              "mbind": CTRL_MBIND, "set_mempolicy": CTRL_SET_MEMPOLICY, "drop_caches": CTRL_DROP_CACHES}
 OP_CPU = OP_CTRL | CTRL_CPU   # the op byte of CPU work (its `page` slot holds the ns)
 CTRL_ARG_SHIFT = 32  # arg = (npages << 32) | slot
 

@@ -158,6 +158,27 @@ def mbind_op(slot: int, policy: str, nodes=(), move: bool = False) -> tuple[int,
     return mbind_arg(slot, MPOL_CODES[mode], nodes, move, bool(flags)), OP_CTRL | CTRL_MBIND
 
 
+def set_mempolicy_op(policy: str, nodes=()) -> tuple[int, int]:
+    """(page, op) of set_mempolicy(2) by the issuing task: its process's policy (as a Process takes
+    it), followed by its VMAs without a policy of their own (core/mempolicy.py do_set_mempolicy)."""
+    from ..core.mempolicy import set_mempolicy_arg
+    from ..core.ops import CTRL_SET_MEMPOLICY, OP_CTRL
+    from ..core.state import MPOL_CODES
+    mode, flags = split_policy(policy, "set_mempolicy policy")
+    if mode != "default" and not nodes:
+        raise ConfigError(f"set_mempolicy policy {policy} needs nodes")
+    return set_mempolicy_arg(MPOL_CODES[mode], nodes, bool(flags)), OP_CTRL | CTRL_SET_MEMPOLICY
+
+
+def drop_caches_op(what: int = 1) -> tuple[int, int]:
+    """(page, op) of `echo WHAT > /proc/sys/vm/drop_caches` by the issuing task (core/drop_caches.py):
+    1 the page cache (clean, unmapped folios), 2 slab (nothing to drop here), 3 both."""
+    from ..core.ops import CTRL_DROP_CACHES, OP_CTRL
+    if what not in (1, 2, 3):
+        raise ConfigError(f"drop_caches: {what!r}; accepted: 1, 2, 3")
+    return int(what), OP_CTRL | CTRL_DROP_CACHES
+
+
 @dataclass
 class Chunk:
     offsets: np.ndarray   # int64[T+1]
