@@ -141,3 +141,24 @@ def test_a_file_mapping_moved_to_cxl_is_promoted_back_and_the_time_to_finish_is_
     done = ts.time_s[ts.pgpromote_success >= 0.9 * r.counters["pgpromote_success"]].iloc[0]
     assert r.counters["pgpromote_success"] > 0.5 * pages
     assert r.events.time_s.iloc[1] < done <= r.sim_time_s
+
+
+def test_kill_stops_one_process_and_tears_its_memory_down():
+    """fio with two jobs (a process each): `kill fio.1` at 5 ms ends job 1 there while job 0 runs its
+    20 ms; killing random-read's one process at task 0's first mark frees its anon region."""
+    cfg = {"machine": "qemu-2node", "workload": "fio", "scale": 1, "seed": 1,
+           "params": {"rw": "randread", "size": "4MiB", "numjobs": "2", "time_based": "1", "runtime": "20ms"},
+           "at": ["5ms:kill fio.1"]}
+    sim, r = run(cfg)
+    assert r.events.applied.all()
+    assert sim.state.task["dead"].tolist() == [0, 1]
+    assert r.task_times_s[1] == pytest.approx(0.005, abs=0.0005)
+    assert r.task_times_s[0] == pytest.approx(0.020, abs=0.001)
+    cfg = copy.deepcopy(BASE)
+    cfg["at"] = ["mark:0:1:kill 0"]
+    sim, r = run(cfg)
+    assert (sim.state.task["dead"] == 1).all() and int(sim.state.mm[0]["rss_anon"]) == 0
+    c2 = copy.deepcopy(BASE)
+    c2["at"] = ["10ms:kill nobody"]
+    with pytest.raises(ConfigError, match="accepted processes"):
+        build(c2)

@@ -316,7 +316,7 @@ class Simulation:
 
         def progress_now():
             task = self.state.task
-            return Progress(task_clock_ns=task["end"].copy(), stopped=task["end"] >= task["stop_at"],
+            return Progress(task_clock_ns=task["end"].copy(), stopped=(task["end"] >= task["stop_at"]) | (task["dead"] != 0),
                             phase_start_ns=self.phase_start_ns)
         feed = ChunkFeed(self.workload.chunks(self.seed) if chunks is None else chunks, s.task, self.workload.name,
                          on_chunk, self._start_phase, progress_now)
@@ -384,6 +384,13 @@ class Simulation:
                           f"at {at_ns / 1e6:.3f} ms, so it cannot issue the call; name a task that runs then (task=T)")
             else:
                 self._feed.input.insert(e.issuer, np.array([e.op[0]], np.int64), np.array([e.op[1]], np.uint8))
+        if e.kill:
+            from .core.ops import CTRL_EXIT, OP_CTRL
+            inp = self._feed.input
+            for t in e.kill:
+                if not self.state.task[t]["dead"]:
+                    inp.pos[t] = inp.offsets[t + 1]          # the rest of its input is never run
+                    inp.insert(t, np.zeros(1, np.int64), np.array([OP_CTRL | CTRL_EXIT], np.uint8))
         self.events_log.append((at_ns, e.text))
 
     def _check_horizons(self) -> None:

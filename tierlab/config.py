@@ -226,7 +226,7 @@ def check_parts(machine, kernel, workload, seed=0, sample_interval_ms=100.0, cos
                           f"~{_duration(accesses / EST_ACCESSES_PER_S)} of wall time; accepted: at most "
                           f"{MAX_ACCESSES:.0e} accesses")
     from .events import parse_events
-    events = parse_events(at, machine, kernel, workload, regions, len(layout.task_mm))
+    events = parse_events(at, machine, kernel, workload, regions, len(layout.task_mm), layout)
     rc = RunConfig.from_parts(machine, kernel, workload, seed, interval, costs, quantum, tlb_model, page_alloc_model,
                               [e.text for e in events])
     return Checked(rc, machine, kernel, workload, regions, nr_pages, accesses, layout, events)

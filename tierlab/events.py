@@ -14,6 +14,9 @@ An event is a string `WHEN:ACTION` (config key `at`, a list; CLI `--at`, repeata
                                                    bind|numa_balancing:0,1; `move`: MPOL_MF_MOVE
             set_mempolicy POLICY [task=T]          set_mempolicy(2) of task T's process
             drop_caches 1|2|3 [task=T]             echo N > /proc/sys/vm/drop_caches
+            kill PROCESS                           every thread of the process (a name or number)
+                                                   exits at its next op, the rest of its input
+                                                   dropped; its memory is torn down (exit_mmap)
 
 REGION is a region's name or slot number. A system call is issued by task T (default 0) as its
 next op, so it runs on that task's clock and CPU; the task must still have input to run then, or
@@ -30,10 +33,10 @@ from dataclasses import dataclass, field
 
 from .errors import ConfigError
 
-ACTIONS = ("set", "move_pages", "migratepages", "mbind", "set_mempolicy", "drop_caches")
+ACTIONS = ("set", "move_pages", "migratepages", "mbind", "set_mempolicy", "drop_caches", "kill")
 ACCEPTED = ("WHEN:ACTION with WHEN a time (10ms, 1.5s), mark:TASK:N or phase:N and ACTION one of "
             "set KNOB=VALUE, move_pages REGION NODE, migratepages FROM NODE, mbind REGION POLICY [move], "
-            "set_mempolicy POLICY, drop_caches 1|2|3 (system calls take task=T)")
+            "set_mempolicy POLICY, drop_caches 1|2|3, kill PROCESS (system calls take task=T)")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Event:
     knobs: dict = field(default_factory=dict)   # set
     op: tuple | None = None       # a system call: (page, op) of the control op
     issuer: int = 0               # the task that issues it
+    kill: tuple = ()              # kill: the tasks that exit
 
 
 def _int(v: str, what: str, text: str, lo: int, hi: int) -> int:
@@ -58,8 +62,9 @@ def _int(v: str, what: str, text: str, lo: int, hi: int) -> int:
     return n
 
 
-def parse_event(text, machine, kernel, workload, regions, nr_tasks: int) -> Event:
-    """One event string, checked against the run's machine, knobs, regions and tasks."""
+def parse_event(text, machine, kernel, workload, regions, nr_tasks: int, layout=None) -> Event:
+    """One event string, checked against the run's machine, knobs, regions, tasks and processes
+    (config.Layout)."""
     from .workloads.base import (
         drop_caches_op, mbind_op, migrate_pages_op, move_pages_op, set_mempolicy_op, split_policy,
     )
@@ -100,6 +105,13 @@ def parse_event(text, machine, kernel, workload, regions, nr_tasks: int) -> Even
     def node(v: str) -> int:
         return _int(v, "node", text, 0, machine.nr_nodes - 1)
 
+    if verb == "kill":
+        procs = [p.name for p in layout.processes] if layout is not None else []
+        if len(args) != 1 or (args[0] not in procs and not (args[0].isdigit() and int(args[0]) < len(procs))):
+            raise ConfigError(f"at {text!r}: kill PROCESS; accepted processes: "
+                              + ", ".join(f"{n} ({i})" for i, n in enumerate(procs)))
+        mm = procs.index(args[0]) if args[0] in procs else int(args[0])
+        return Event(text, **trig, kill=tuple(t for t, m in enumerate(layout.task_mm) if m == mm))
     if verb == "set":
         knobs = {}
         for kv in ",".join(args).split(","):
@@ -131,9 +143,9 @@ def parse_event(text, machine, kernel, workload, regions, nr_tasks: int) -> Even
     return Event(text, **trig, op=op, issuer=issuer)
 
 
-def parse_events(texts, machine, kernel, workload, regions, nr_tasks: int) -> list[Event]:
+def parse_events(texts, machine, kernel, workload, regions, nr_tasks: int, layout=None) -> list[Event]:
     if texts is None:
         return []
     if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
         raise ConfigError(f"at: expected a list of events, got {texts!r}; an event is {ACCEPTED}")
-    return [parse_event(t, machine, kernel, workload, regions, nr_tasks) for t in texts]
+    return [parse_event(t, machine, kernel, workload, regions, nr_tasks, layout) for t in texts]

@@ -205,7 +205,7 @@ class Progress:
     partly run): the workload can decide what to generate next, e.g. keep going until every
     task's runtime is over (fio's time_based)."""
     task_clock_ns: np.ndarray   # each task's clock when it last ran
-    stopped: np.ndarray         # bool per task: its runtime is over (Chunk.runtime_ns)
+    stopped: np.ndarray         # bool per task: its runtime is over (Chunk.runtime_ns), or it has exited
     phase_start_ns: int         # when the last phase started (Chunk.start_phase; 0 before any)
 
 
