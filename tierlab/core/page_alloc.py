@@ -17,15 +17,15 @@ from ._jit import jit, jit_inline
 
 from .buddy import buddy_on, drain_all_pages
 from .locks import i_pages_lock
-from .lru import folio_add_lru, lru_add_drain_cpu, workingset_refault
+from .lru import folio_add_lru, lru_add_drain_cpu, node_lru_pages, workingset_refault
 from .params import P
 from .profile import K, charge
 from .mmzone import MAX_RECLAIM_RETRIES, take_pages, wakeup_kswapd, zone_alloc_ok
-from .reclaim import direct_reclaim
+from .reclaim import SWAP_CLUSTER_MAX, direct_reclaim_batch
 from .tlb import migrc_flush_free_folios
 from .state import (
     F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, MPOL_BIND, MPOL_INTERLEAVE,
-    MPOL_PREFERRED, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN,
+    MPOL_PREFERRED, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN, DR_NONE, DR_RECLAIM, DR_ROUND,
 )
 from .vmstat import Vm
 
@@ -79,37 +79,71 @@ def get_page_from_freelist(s, cands, n, nr, mark):
     return -1
 
 
+@jit_inline
+def start_direct_reclaim(s, t):
+    """Task t's allocation failed at MIN: its direct reclaim starts (direct_reclaim_step)."""
+    s.task[t].dr_state = DR_ROUND
+    s.task[t].dr_retries = 0
+    s.task[t].dr_drained = 0
+
+
+@jit
+def direct_reclaim_step(s, p, t, cpu, cands, n, nr, clock, scratch):
+    """__alloc_pages_slowpath() after the MIN watermark retry failed, one reclaim batch at a time on
+    task t's state (task.dr_*), for an allocation of nr pages from the zonelist cands[:n]: a round
+    drains the lru_add batch (the first) and counts an allocstall, then reclaims (reclaim.
+    direct_reclaim_batch) until SWAP_CLUSTER_MAX pages or the zonelist is scanned out; at its end
+    the allocation retries at MIN (the buddy's per-CPU lists drained once if that fails). Rounds go
+    on while they reclaim something, up to MAX_RECLAIM_RETRIES, else OOM. `clock` is when the step
+    runs (a round's batches follow one another from its start). Returns (done, node or -1 on OOM,
+    cost in ns)."""
+    d = s.task[t]
+    cost = 0.0
+    if d.dr_state == DR_ROUND:
+        if d.dr_retries == 0:
+            migrc_flush_free_folios(s, cpu)          # MIGRC's pause at high memory pressure
+            cost += lru_add_drain_cpu(s, p, cpu, clock)
+        s.counters[s.cpu[cpu].node, Vm.ALLOCSTALL] += 1
+        d.dr_total = 0
+        d.dr_i = 0
+        d.dr_scanned = 0
+        d.dr_budget = 2 * node_lru_pages(s, cands[0]) + SWAP_CLUSTER_MAX if n > 0 else 0
+        d.dr_now = clock + np.int64(cost)
+        d.dr_cost = 0.0
+        d.dr_state = DR_RECLAIM
+    over, c = direct_reclaim_batch(s, p, t, cands, n, scratch)
+    cost += c
+    if not over:
+        return False, np.int64(-1), cost
+    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    if nid < 0 and not d.dr_drained and buddy_on(s):
+        # __alloc_pages_direct_reclaim(): once, the per-CPU lists go back and it retries
+        drain_all_pages(s)
+        d.dr_drained = 1
+        nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    if nid >= 0 or d.dr_total == 0 or d.dr_retries + 1 >= MAX_RECLAIM_RETRIES:
+        d.dr_state = DR_NONE                 # allocated, or a full round freed nothing / too many rounds
+        if nid < 0:
+            s.counters[s.cpu[cpu].node, Vm.OOM_KILL] += 1
+        return True, nid, cost
+    d.dr_retries += 1
+    d.dr_state = DR_ROUND
+    return False, np.int64(-1), cost
+
+
 @jit
 def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
-    """__alloc_pages_slowpath() after the MIN watermark retry failed: drain the lru_add batch, then
-    direct reclaim rounds until an allocation at MIN succeeds, else OOM. Out of line (the rest of
-    the allocation is inlined into the fault): it is rare, costs microseconds of simulated work
-    anyway, and inlined it doubled the engine's compile time. Returns (node or -1 on OOM, cost in
-    ns)."""
-    cpu_nid = s.cpu[cpu].node
-    nid = -1
+    """The allocating task's direct reclaim, all its steps at once (direct_reclaim_step). Out of
+    line (the rest of the allocation is inlined into the fault): it is rare, and inlined it doubled
+    the engine's compile time. Returns (node or -1 on OOM, cost in ns)."""
+    t = s.sys[0].current
+    start_direct_reclaim(s, t)
     cost = 0.0
-    retries = 0
-    drained = False
-    migrc_flush_free_folios(s, cpu)          # MIGRC's pause at high memory pressure
-    while nid < 0 and retries < MAX_RECLAIM_RETRIES:
-        if retries == 0:
-            cost += lru_add_drain_cpu(s, p, cpu, clock)
-        s.counters[cpu_nid, Vm.ALLOCSTALL] += 1
-        got, c = direct_reclaim(s, p, cands, n, clock + np.int64(cost), scratch)
+    while True:
+        done, nid, c = direct_reclaim_step(s, p, t, cpu, cands, n, nr, clock + np.int64(cost), scratch)
         cost += c
-        nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
-        if nid < 0 and not drained and buddy_on(s):
-            # __alloc_pages_direct_reclaim(): once, the per-CPU lists go back and it retries
-            drain_all_pages(s)
-            drained = True
-            nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
-        if got == 0:
-            break                               # a full scan freed nothing: out of memory
-        retries += 1
-    if nid < 0:
-        s.counters[cpu_nid, Vm.OOM_KILL] += 1
-    return nid, cost
+        if done:
+            return nid, cost
 
 
 @jit_inline

@@ -469,26 +469,32 @@ def kswapd_step(s, p, nid, scratch):
 
 
 @jit
-def direct_reclaim(s, p, cands, n, now, scratch):
-    """try_to_free_pages(): shrink the zonelist's nodes in order until SWAP_CLUSTER_MAX pages are
-    reclaimed. Like do_try_to_free_pages() raising the priority down to 0, a node is given up only
-    after its whole LRU was scanned twice over without reaching the goal. Returns (pages
-    reclaimed, cost)."""
-    total = 0
+def direct_reclaim_batch(s, p, t, cands, n, scratch):
+    """One reclaim batch of try_to_free_pages() for task t's round (task.dr_*): shrink the
+    zonelist's nodes in order until SWAP_CLUSTER_MAX pages are reclaimed; like
+    do_try_to_free_pages() raising the priority down to 0, a node is given up only after its whole
+    LRU was scanned twice over without reaching the goal. The batch runs at the round's start plus
+    its work so far. Returns (the round is over, cost)."""
+    d = s.task[t]
+    i = d.dr_i
     cost = 0.0
-    for i in range(n):
+    node_done = True
+    if i < n and d.dr_total < SWAP_CLUSTER_MAX and d.dr_scanned < d.dr_budget:
         nid = cands[i]
-        scanned = 0
-        budget = 2 * node_lru_pages(s, nid) + SWAP_CLUSTER_MAX
-        while total < SWAP_CLUSTER_MAX and scanned < budget:
-            r, sc, c = reclaim_batch(s, p, nid, False, now + np.int64(cost), scratch)
-            total += r
-            cost += c
-            if sc == 0 and r == 0:
-                break
-            scanned += max(sc, 1)
+        r, sc, c = reclaim_batch(s, p, nid, False, d.dr_now + np.int64(d.dr_cost), scratch)
+        d.dr_total += r
+        d.dr_cost += c
+        cost = c
+        if sc != 0 or r != 0:
+            d.dr_scanned += max(sc, 1)
             if r > 0:
                 s.pgdat[nid].kswapd_failures = 0
-        if total >= SWAP_CLUSTER_MAX:
-            break
-    return total, cost
+            node_done = d.dr_total >= SWAP_CLUSTER_MAX or d.dr_scanned >= d.dr_budget
+    if not node_done:
+        return False, cost
+    if d.dr_total >= SWAP_CLUSTER_MAX or i + 1 >= n:
+        return True, cost
+    d.dr_i = i + 1
+    d.dr_scanned = 0
+    d.dr_budget = 2 * node_lru_pages(s, cands[i + 1]) + SWAP_CLUSTER_MAX
+    return False, cost

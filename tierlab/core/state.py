@@ -259,6 +259,9 @@ CPU_DTYPE = np.dtype([
 ], align=True)
 
 NR_MP_STATUS = 6     # move_pages(2) outcomes counted per task (migrate.py MP_*)
+DR_NONE = 0          # task.dr_state (page_alloc.direct_reclaim_step)
+DR_ROUND = 1
+DR_RECLAIM = 2
 
 TASK_DTYPE = np.dtype([
     ("cpu", np.int64),
@@ -304,6 +307,17 @@ TASK_DTYPE = np.dtype([
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
     ("move_status", np.int64, (NR_MP_STATUS,)),  # move_pages(2) pages by outcome (migrate.py MP_*)
     ("event_mark", np.int64),        # a run-script event is due when nr_marks reaches this (0: none)
+    # the task's direct reclaim in progress (page_alloc.direct_reclaim_step: __alloc_pages_slowpath's
+    # reclaim rounds, resumable one reclaim batch at a time)
+    ("dr_state", np.int64),          # DR_NONE, DR_ROUND (a round starts next), DR_RECLAIM (in a round)
+    ("dr_retries", np.int64),        # rounds done (MAX_RECLAIM_RETRIES at most)
+    ("dr_drained", np.int64),        # the buddy's per-CPU lists were drained (once)
+    ("dr_i", np.int64),              # the zonelist node the round has reached
+    ("dr_scanned", np.int64),        # pages scanned on it, and its budget (twice its LRU)
+    ("dr_budget", np.int64),
+    ("dr_total", np.int64),          # pages reclaimed in this round (SWAP_CLUSTER_MAX ends it)
+    ("dr_now", np.int64),            # the round's start time, and its work so far (ns)
+    ("dr_cost", np.float64),
 ], align=True)
 
 # struct vma_numab_state (include/linux/mm_types.h): per region slot, NUMA balancing's view of its VMA
