@@ -33,6 +33,8 @@ def golden_run(name, per_task):
     sim = build(RUNS[name])
     sim.workload.chunk_accesses = per_task * sim.workload.nr_tasks
     res = sim.run().result()
+    # no calendar was outrun: every lock and bandwidth booking inside its ring (#28)
+    assert int(sim.state.locks["nr_beyond"].sum()) == 0 and int(sim.state.membw["nr_beyond"].sum()) == 0
     return float(res.sim_time_s), {k: int(v) for k, v in res.counters.items()}, res.marks_s.time_s.tolist()
 
 
@@ -102,3 +104,16 @@ def test_no_live_entity_runs_more_than_a_quantum_and_a_step_ahead(name):
     sys_ = sim.state.sys[0]
     assert len(sim.result().timeseries) > 1000
     assert 0 < sys_["max_clock_spread"] <= sim.p[P.QUANTUM_NS] + sys_["max_step_ns"]
+
+
+def test_a_fault_that_stalls_reclaims_a_batch_per_step():
+    """anon-swap's faults stall in direct reclaim (swap-outs at 10 us a page): the task reclaims a
+    SWAP_CLUSTER_MAX batch per step (memory.fault_stalls), so the longest step is one batch (32
+    swap-outs, ~330 us), where the whole reclaim ran as one access of 2.28 ms before; the kswapd
+    then does more of the reclaim, as it runs meanwhile."""
+    sim = build(CONFIG_RUNS["anon-swap-single-node"])
+    res = sim.run().result()
+    assert res.counters["allocstall"] > 50 and res.counters["pgsteal_direct"] > 0
+    step = int(sim.state.sys[0]["max_step_ns"])
+    assert step < 32 * sim.p[P.SWAP_OUT_4K_NS] + 50_000
+    assert (sim.state.task["dr_state"] == 0).all() and (sim.state.task["dr_after"] == 0).all()

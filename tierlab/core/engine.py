@@ -19,7 +19,13 @@ within its quantum stops there and `run` returns STATUS_NEED_INPUT, keeping the 
 `sys.resume_*`; called again, it goes on with that quantum first. A task waiting for input stays
 on its runqueue, so no other entity runs on meanwhile, and the results do not depend on how the
 caller cut the input (tests/test_time_rules.py). At every sample the spread of the live clocks is
-noted (sched.note_clock_spread) beside the longest single step (`sys.max_step_ns`).
+noted (sched.note_clock_spread) beside the longest single step (`sys.max_step_ns`). A step is one
+access, a control op, or one reclaim batch: a fault whose allocation would enter direct reclaim
+(memory.fault_stalls) runs its reclaim first, one batch per step (page_alloc.direct_reclaim_step),
+the quantum possibly ending between two, and is then retried with its allocation going on at MIN;
+so a long direct reclaim interleaves with kswapd and the other tasks as in the kernel, where it ran
+as one access (2.3 ms in the anon-swap golden). A read that waits for a backlogged device is still
+one step: what it does after the wait happens ahead of the others.
 
 Accesses. Every access goes through `access_present()`, written once: for a present
 folio it does what the kernel does on the hit (a read()/write(): filemap.filemap_access, a
@@ -48,10 +54,11 @@ from .buddy import free_pages_from_order
 from .cost import line_load_ns, mem_fast_ok
 from .fileio import syscall_end
 from .filemap import filemap_access
-from .memory import fault_in, pte_access
+from .memory import fault_in, fault_stalls, pte_access
 from .drop_caches import drop_caches_ctrl
 from .mempolicy import page_movement_ctrl
 from .mm import cpumask_set_cpu, do_ctrl
+from .page_alloc import direct_reclaim_resume
 from .numa_balancing import init_numa_balancing, jiffies_at, next_numa_tick, task_tick_numa
 from .ops import (
     ACCESS_DONE, ACCESS_MEM_BIN, ACCESS_NOT_PRESENT, ACCESS_SEGV, CTRL_DROP_CACHES, CTRL_EXIT, CTRL_KIND_MASK,
@@ -68,7 +75,7 @@ from .sched import (
 )
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
-    STATUS_DONE, STATUS_EVENT, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
+    DR_NONE, STATUS_DONE, STATUS_EVENT, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
@@ -173,6 +180,17 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
         clock += np.int64(task_tick_numa(s, p, task, rt, jiffies_at(p, scan_at), clock))
         scan_at = next_numa_tick(s, p, task, start, clock)
     return clock, scan_at
+
+
+@jit
+def direct_reclaim_slice(s, p, t, c, clock, start, scan_at, scratch, cands):
+    """One step of the direct reclaim task t runs for a fault that stalled, on its clock, with what
+    follows any step of a task (its NUMA tick). Out of line, so run() holds one more call, not one
+    more copy of after_access. Returns (done, clock, scan_at)."""
+    done, cost = direct_reclaim_resume(s, p, t, c, clock, scratch, cands)
+    clock = advance(s, t, clock, cost)
+    clock, scan_at = after_access(s, p, t, c, clock, start, scan_at, False)
+    return done, clock, scan_at
 
 
 @jit
@@ -391,6 +409,15 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         skip = 0           # accesses to take here before trying fast_run again
         backoff = 16
         while True:
+            if s.task[t].dr_state != DR_NONE:
+                # the task is in direct reclaim for a fault that stalled (memory.fault_stalls): a
+                # reclaim batch per step; the quantum may end between two
+                done, clock, scan_at = direct_reclaim_slice(s, p, t, c, clock, start, scan_at, scratch, cands)
+                if not done:
+                    if clock >= limit:
+                        break
+                    continue
+                # done: the stalled access is taken again at once, its allocation going on at MIN
             if pos >= end:
                 dry = s.task[t].input_end == 0
                 break
@@ -435,6 +462,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # side, not nested in one more inlined function: numba copies an inlined callee block
             # by block with all its variables, and the extra level cost ~4 s of compile
             page = pages[np.uint64(pos)]
+            if fault_stalls(s, p, t, c, page, op, clock, cands):
+                continue                            # its direct reclaim first, a batch per step
             ra = 0.0
             if (op & OP_KIND_MASK) == OP_READ:
                 present = page_present(s, page)

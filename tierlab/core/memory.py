@@ -64,11 +64,14 @@ from .ops import (
     OP_PAGE, OP_STORE, OP_STREAM, OP_WRITE,
 )
 from .huge_memory import anon_fault_order, anon_orders_policy, count_mthp_stat, next_order
-from .page_alloc import GFP_KERNEL, GFP_TRANSHUGE_LIGHT, filemap_add_folio, folio_alloc_add, folio_order_for
+from .page_alloc import (
+    GFP_KERNEL, GFP_TRANSHUGE_LIGHT, alloc_slowpath_min, filemap_add_folio, folio_alloc_add,
+    folio_order_for, get_page_from_freelist, policy_nodes, start_direct_reclaim,
+)
 from .params import P
 from .profile import K, charge
 from .state import (
-    F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
+    WMARK_MIN, folio_head, F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .tlb import current_cpu, flush_irqs_ns, migrc_flush_free_folios, shootdown_ns
@@ -169,6 +172,42 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
         cost += filemap_add_folio(s, p, cpu, head, t)
     s.cpu[cpu].in_lru_fault = 0          # lru_gen_exit_fault()
     return cost, True
+
+
+@jit
+def fault_stalls(s, p, task, cpu, page, op, clock, cands):
+    """Whether the access to `page` faults and its allocation would enter direct reclaim: the
+    allocation fault_in makes with reclaim allowed (GFP_KERNEL: the folio of the page's region
+    order, or order 0 under an anon fault-order policy, whose large orders never reclaim) fails at
+    MIN on every node of its zonelist. Then, as __alloc_pages_slowpath() does, every kswapd of the
+    zonelist is woken and the task's direct reclaim starts (task.dr_*): the engine runs it a reclaim
+    batch per step, so no other entity waits behind a long reclaim, and retries the access after it
+    (page_alloc.alloc_folio goes on at MIN). Pure when it returns False: the fault then runs as
+    before. A stall later in the same access (a readahead window's further folios, a copy on
+    write) reclaims inline."""
+    if s.task[task].dr_after != 0:
+        return False                        # the access is the retry: its allocation goes on at MIN
+    head = folio_head(s, page)
+    if s.pages.flags2[head] & F2_PRESENT:
+        return False
+    r = region_of(s, page)
+    kind = op & OP_KIND_MASK
+    anon = s.regions.kind[r] == REGION_ANON
+    if not vma_covers(s, task, r, page, kind <= OP_STORE, kind == OP_STORE):
+        return False
+    if anon and kind == OP_LOAD and not (s.pages.flags2[page] & F2_SWAPPED):
+        return False                        # the zero page
+    nr = np.int64(1) if anon and anon_orders_policy(p) else np.int64(1) << folio_order_for(s, r, page)
+    n = policy_nodes(s, r, s.cpu[cpu].node, page - s.regions.start[r], cands)
+    if get_page_from_freelist(s, cands, n, nr, WMARK_MIN) >= 0:
+        return False
+    if alloc_slowpath_min(s, p, cands, n, nr, clock) >= 0:
+        return False
+    start_direct_reclaim(s, task)
+    s.task[task].dr_region = r
+    s.task[task].dr_index = page - s.regions.start[r]
+    s.task[task].dr_nr = nr
+    return True
 
 
 @jit_inline

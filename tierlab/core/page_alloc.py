@@ -25,7 +25,8 @@ from .reclaim import SWAP_CLUSTER_MAX, direct_reclaim_batch
 from .tlb import migrc_flush_free_folios
 from .state import (
     F2_ANON, F2_CONTIG, F2_MAPPED, F2_PRESENT, F2_SHADOW, F2_SWAPPED, MPOL_BIND, MPOL_INTERLEAVE,
-    MPOL_PREFERRED, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN, DR_NONE, DR_RECLAIM, DR_ROUND,
+    MPOL_PREFERRED, PG_WORKINGSET, REGION_ANON, STAMP_NONE, WMARK_LOW, WMARK_MIN, DR_AFTER_ALLOC, DR_AFTER_NONE,
+    DR_AFTER_OOM, DR_NONE, DR_RECLAIM, DR_ROUND,
 )
 from .vmstat import Vm
 
@@ -146,26 +147,59 @@ def alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch):
             return nid, cost
 
 
+@jit
+def direct_reclaim_resume(s, p, t, cpu, clock, scratch, cands):
+    """One step of task t's direct reclaim for the fault that stalled (memory.fault_stalls), run by
+    the engine as a step of its own: the zonelist again from the fault's region and page, then
+    direct_reclaim_step. When it is done the fault is retried, its allocation going on as
+    task.dr_after says. Returns (done, cost)."""
+    d = s.task[t]
+    n = policy_nodes(s, d.dr_region, s.cpu[cpu].node, d.dr_index, cands)
+    done, nid, cost = direct_reclaim_step(s, p, t, cpu, cands, n, d.dr_nr, clock, scratch)
+    if done:
+        d.dr_after = DR_AFTER_ALLOC if nid >= 0 else DR_AFTER_OOM
+    return done, cost
+
+
 @jit_inline
 def alloc_folio(s, p, region, cpu, page, nr, clock, scratch, cands, gfp):
     """Pick the node for a new folio of `nr` pages at `page` of `region` as __alloc_pages() would.
     gfp GFP_TRANSHUGE_LIGHT (an anon large folio of a VMA not madvised, defrag=madvise): after
-    the LOW attempt only a retry at MIN, no kswapd wake-up, no reclaim. Returns (node or -1 on OOM
-    or a failed light allocation, cost of the slow path in ns)."""
+    the LOW attempt only a retry at MIN, no kswapd wake-up, no reclaim. A fault retried after its
+    direct reclaim ran as steps (task.dr_after) goes on where the slow path was: its light attempts
+    had failed, its allocation is at MIN. Returns (node or -1 on OOM or a failed light
+    allocation, cost of the slow path in ns)."""
     cpu_nid = s.cpu[cpu].node
     n = policy_nodes(s, region, cpu_nid, page - s.regions.start[region], cands)
+    t = s.sys[0].current
+    after = s.task[t].dr_after
+    if after != DR_AFTER_NONE:
+        if gfp == GFP_TRANSHUGE_LIGHT:
+            return np.int64(-1), 0.0
+        s.task[t].dr_after = DR_AFTER_NONE
+        if after == DR_AFTER_OOM:
+            return np.int64(-1), 0.0
+        nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+        if nid >= 0:
+            return nid, 0.0
     nid = get_page_from_freelist(s, cands, n, nr, WMARK_LOW)
     if nid >= 0:
         return nid, 0.0
     if gfp == GFP_TRANSHUGE_LIGHT:
         return get_page_from_freelist(s, cands, n, nr, WMARK_MIN), 0.0
-    # __alloc_pages_slowpath(): wake every kswapd of the zonelist, retry at MIN
-    for i in range(n):
-        wakeup_kswapd(s, p, cands[i], clock)
-    nid = get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
+    nid = alloc_slowpath_min(s, p, cands, n, nr, clock)
     if nid >= 0:
         return nid, 0.0
     return alloc_pages_direct_reclaim(s, p, cpu, cands, n, nr, clock, scratch)
+
+
+@jit_inline
+def alloc_slowpath_min(s, p, cands, n, nr, clock):
+    """__alloc_pages_slowpath()'s start: wake every kswapd of the zonelist, retry at MIN. The node,
+    or -1 when only direct reclaim can help."""
+    for i in range(n):
+        wakeup_kswapd(s, p, cands[i], clock)
+    return get_page_from_freelist(s, cands, n, nr, WMARK_MIN)
 
 
 @jit_inline

@@ -262,6 +262,9 @@ NR_MP_STATUS = 6     # move_pages(2) outcomes counted per task (migrate.py MP_*)
 DR_NONE = 0          # task.dr_state (page_alloc.direct_reclaim_step)
 DR_ROUND = 1
 DR_RECLAIM = 2
+DR_AFTER_NONE = 0    # task.dr_after: no stalled allocation pending
+DR_AFTER_ALLOC = 1   # the reclaim succeeded: the retried fault allocates at MIN (page_alloc.alloc_folio)
+DR_AFTER_OOM = 2     # it failed: the retried fault's allocation fails (OOM)
 
 TASK_DTYPE = np.dtype([
     ("cpu", np.int64),
@@ -318,6 +321,10 @@ TASK_DTYPE = np.dtype([
     ("dr_total", np.int64),          # pages reclaimed in this round (SWAP_CLUSTER_MAX ends it)
     ("dr_now", np.int64),            # the round's start time, and its work so far (ns)
     ("dr_cost", np.float64),
+    ("dr_region", np.int64),         # the stalled fault's allocation (memory.fault_stalls): its region,
+    ("dr_index", np.int64),          # the page's index in it (the policy's zonelist) and its pages
+    ("dr_nr", np.int64),
+    ("dr_after", np.int64),          # DR_AFTER_*: how the fault's allocation goes on when it is retried
 ], align=True)
 
 # struct vma_numab_state (include/linux/mm_types.h): per region slot, NUMA balancing's view of its VMA
