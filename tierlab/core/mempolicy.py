@@ -32,7 +32,7 @@ from ._jit import jit, jit_inline
 
 from .lru import lru_add_drain_all
 from .migrate import NR_MAX_BATCHED_MIGRATION, do_pages_move, isolate_for_syscall, migrate_folio_list
-from .mm import force_sig_segv
+from .mm import force_sig_segv, region_takes_task_policy, set_region_nodes
 from .ops import CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, CTRL_SET_MEMPOLICY, MOVE_NODE_SHIFT, ctrl_unpack
 from .page_alloc import policy_nodes
 from .params import P
@@ -138,14 +138,7 @@ def set_region_policy(s, r, mode, flags, mask):
     """Slot r's effective policy: mode, its nodes in node order, its flags."""
     s.regions.policy[r] = mode
     s.regions.pol_flags[r] = policy_flags_of(mode, flags)
-    m = np.uint64(mask)
-    k = 0
-    for nid in range(s.regions.nodes.shape[1]):
-        s.regions.nodes[r, nid] = -1
-    for nid in range(min(32, s.regions.nodes.shape[1])):
-        if (m >> np.uint64(nid)) & np.uint64(1):
-            s.regions.nodes[r, k] = nid
-            k += 1
+    set_region_nodes(s, r, mask)
 
 
 @jit
@@ -159,7 +152,7 @@ def do_set_mempolicy(s, task, mode, flags, mask):
     s.mm[mm].policy_nodes = np.uint64(mask) if mode != MPOL_DEFAULT else np.uint64(0)
     for r in range(s.regions.kind.shape[0]):
         if s.regions.mm[r] == mm and not s.regions.vma_policy[r]:
-            set_region_policy(s, r, mode, flags, mask)
+            region_takes_task_policy(s, r, mm)
 
 
 @jit

@@ -238,17 +238,29 @@ def mmap_region(s, task, r, npages):
     s.regions.mm[r] = mm
     s.regions.end[r] = s.regions.start[r] + (size if npages <= 0 else min(npages, size))
     if not s.regions.vma_policy[r]:
-        s.regions.policy[r] = s.mm[mm].policy
-        s.regions.pol_flags[r] = s.mm[mm].policy_flags
-        mask = s.mm[mm].policy_nodes if s.mm[mm].policy != MPOL_DEFAULT else np.uint64(0)
-        k = 0
-        for nid in range(s.regions.nodes.shape[1]):
-            s.regions.nodes[r, nid] = -1
-        for nid in range(min(64, s.regions.nodes.shape[1])):
-            if (mask >> np.uint64(nid)) & np.uint64(1):
-                s.regions.nodes[r, k] = nid
-                k += 1
+        region_takes_task_policy(s, r, mm)
     return True
+
+
+@jit_inline
+def set_region_nodes(s, r, mask):
+    """Slot r's policy nodes: the nodes of `mask` (bit n = node n) in node order, -1 padded."""
+    m = np.uint64(mask)
+    k = 0
+    for nid in range(s.regions.nodes.shape[1]):
+        s.regions.nodes[r, nid] = -1
+    for nid in range(min(64, s.regions.nodes.shape[1])):
+        if (m >> np.uint64(nid)) & np.uint64(1):
+            s.regions.nodes[r, k] = nid
+            k += 1
+
+
+@jit_inline
+def region_takes_task_policy(s, r, mm):
+    """A slot without a VMA policy of its own follows mm's task policy (get_vma_policy's fallback)."""
+    s.regions.policy[r] = s.mm[mm].policy
+    s.regions.pol_flags[r] = s.mm[mm].policy_flags
+    set_region_nodes(s, r, s.mm[mm].policy_nodes if s.mm[mm].policy != MPOL_DEFAULT else np.uint64(0))
 
 
 @jit
