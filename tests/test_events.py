@@ -162,3 +162,9 @@ def test_kill_stops_one_process_and_tears_its_memory_down():
     c2["at"] = ["10ms:kill nobody"]
     with pytest.raises(ConfigError, match="accepted processes"):
         build(c2)
+    # a call issued by a task that has exited by then stops the run saying so
+    cfg = {"machine": "qemu-2node", "workload": "fio", "scale": 1, "seed": 1,
+           "params": {"rw": "randread", "size": "4MiB", "numjobs": "2", "time_based": "1", "runtime": "20ms"},
+           "at": ["5ms:kill fio.1", "10ms:drop_caches 1 task=1"]}
+    with pytest.raises(ConfigError, match="task 1 has exited at 10.000 ms"):
+        run(cfg)

@@ -181,7 +181,6 @@ class Simulation:
         self._at = list(checked.config.at)
         self.events_log: list[tuple[int, str]] = []   # (ns, event) of those applied
         self._feed = None
-        self._deferred_ops: list = []   # system calls of events at a phase barrier: (task, (page, op))
 
     # ---- set-up ----------------------------------------------------------------------------
     def _build_state(self) -> st.SimState:
@@ -290,7 +289,6 @@ class Simulation:
         new._ts_rows = [r.copy() for r in self._ts_rows]
         new._scratch = self._scratch.copy()
         new._events, new.events_log, new._at = list(self._events), list(self.events_log), list(self._at)
-        new._deferred_ops = list(self._deferred_ops)
         new._cands = self._cands.copy()
         return new
 
@@ -371,19 +369,16 @@ class Simulation:
         self._arm_events()
 
     def _apply_event(self, e, at_ns: int) -> None:
-        from .errors import ConfigError as _CE
+        """Apply one due event: knobs written now; a system call put before the rest of its task's
+        input (a task whose input had ended, e.g. at a phase barrier, runs it and ends again)."""
         self._events.remove(e)
         if e.knobs:
             self._write_knobs(e.knobs)
         if e.op is not None:
-            task = self.state.task[e.issuer]
-            if task["input_end"] and not task["dead"] and self._feed.held is not None:
-                self._deferred_ops.append((e.issuer, e.op))    # at a phase barrier: first op of the next phase
-            elif task["dead"] or task["input_end"]:
-                raise _CE(f"at {e.text!r}: task {e.issuer} has {'exited' if task['dead'] else 'no input left'} "
-                          f"at {at_ns / 1e6:.3f} ms, so it cannot issue the call; name a task that runs then (task=T)")
-            else:
-                self._feed.input.insert(e.issuer, np.array([e.op[0]], np.int64), np.array([e.op[1]], np.uint8))
+            if self.state.task[e.issuer]["dead"]:
+                raise ConfigError(f"at {e.text!r}: task {e.issuer} has exited at {at_ns / 1e6:.3f} ms, so it cannot "
+                                  "issue the call; name a task that runs then (task=T)")
+            self._feed.input.insert(e.issuer, np.array([e.op[0]], np.int64), np.array([e.op[1]], np.uint8))
         if e.kill:
             from .core.ops import CTRL_EXIT, OP_CTRL
             inp = self._feed.input
@@ -435,9 +430,6 @@ class Simulation:
         self.nr_phases += 1
         for e in [e for e in self._events if e.trigger == "phase" and e.count == self.nr_phases]:
             self._apply_event(e, t0)
-        for t, (page, op) in self._deferred_ops:
-            self._feed.input.insert(t, np.array([page], np.int64), np.array([op], np.uint8))
-        self._deferred_ops = []
 
     def _oom_message(self) -> str:
         s = self.state

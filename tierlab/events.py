@@ -19,8 +19,8 @@ An event is a string `WHEN:ACTION` (config key `at`, a list; CLI `--at`, repeata
                                                    dropped; its memory is torn down (exit_mmap)
 
 REGION is a region's name or slot number. A system call is issued by task T (default 0) as its
-next op, so it runs on that task's clock and CPU; the task must still have input to run then, or
-wait at a phase barrier (the call is then its first op of the next phase). A
+next op, so it runs on that task's clock and CPU; a task whose input has ended (its stream done, or
+waiting at a phase barrier) runs it and ends again; an exited task cannot issue it (an error). A
 time event applies when the earliest clock of the run reaches it (engine.run: STATUS_EVENT), a mark
 event right after the mark (the task's quantum ends there), a phase event as the phase starts;
 either way every other entity is within the time rules' quantum of it, and the result does not
