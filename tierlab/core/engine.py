@@ -462,7 +462,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # side, not nested in one more inlined function: numba copies an inlined callee block
             # by block with all its variables, and the extra level cost ~4 s of compile
             page = pages[np.uint64(pos)]
-            if fault_stalls(s, p, t, c, page, op, clock, cands):
+            if not page_present(s, page) and fault_stalls(s, p, t, c, page, op, clock, cands):
                 continue                            # its direct reclaim first, a batch per step
             ra = 0.0
             if (op & OP_KIND_MASK) == OP_READ:
