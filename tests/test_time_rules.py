@@ -117,3 +117,16 @@ def test_a_fault_that_stalls_reclaims_a_batch_per_step():
     step = int(sim.state.sys[0]["max_step_ns"])
     assert step < 32 * sim.p[P.SWAP_OUT_4K_NS] + 50_000
     assert (sim.state.task["dr_state"] == 0).all() and (sim.state.task["dr_after"] == 0).all()
+
+
+def test_a_stalled_fault_whose_page_another_task_brought_in_leaves_nothing_pending():
+    """Two tasks fault the same pages of one process's anon region under swap pressure: whichever
+    stalls, its retried access may find the page already in; no task ends with a pending
+    after-reclaim allocation (task.dr_after) or a reclaim in progress, and every fault either
+    allocated or found its page."""
+    cfg = {**CONFIG_RUNS["anon-swap-single-node"], "params": {**CONFIG_RUNS["anon-swap-single-node"]["params"],
+                                                             "tasks": "2", "accesses": "100000"}}
+    sim = build(cfg)
+    res = sim.run().result()
+    assert res.counters["allocstall"] > 0
+    assert (sim.state.task["dr_after"] == 0).all() and (sim.state.task["dr_state"] == 0).all()

@@ -417,7 +417,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     if clock >= limit:
                         break
                     continue
-                # done: the stalled access is taken again at once, its allocation going on at MIN
+                # done: the stalled access is taken again at once in the general case (whatever
+                # happened to its page meanwhile), its allocation going on at MIN
+                skip = max(skip, 1)
             if pos >= end:
                 dry = s.task[t].input_end == 0
                 break
@@ -478,6 +480,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     # read waits for this one (filemap_get_pages -> page_cache_async_ra)
                     ra = page_cache_async_ra(s, p, t, c, page, s.task[t].ra_req, clock, scratch, cands)
             cost, ok, done = access_fault(s, p, t, c, page, op, clock + np.int64(ra), scratch, cands)
+            # a retried access that did not allocate (another task faulted the page in meanwhile)
+            # leaves nothing pending for the task's next allocation
+            s.task[t].dr_after = 0
             cost += ra
             if not done:
                 cost, why = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
