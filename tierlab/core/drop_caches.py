@@ -18,6 +18,7 @@ import numpy as np
 from ._jit import jit
 
 from .lru import lru_add_drain_all, lruvec_del_folio
+from .fileio import syscall_entry_ns
 from .mmzone import free_folio
 from .params import P
 from .profile import K, charge
@@ -61,7 +62,7 @@ def drop_pagecache(s, p, now):
 @jit
 def drop_caches_ctrl(s, p, what, now):
     """The write() to drop_caches (`what` as written). Returns the cost in ns."""
-    cost = charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])
+    cost = syscall_entry_ns(s, p)
     if what & DROP_PAGECACHE:
         cost += drop_pagecache(s, p, now + np.int64(cost))[1]
     return cost

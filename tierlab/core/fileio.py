@@ -106,12 +106,19 @@ def io_wait(t, ready, at):
 
 
 @jit_inline
+def syscall_entry_ns(s, p):
+    """A system call's entry and exit (do_syscall_64): a read()/write() at its end, each control op
+    that is a system call."""
+    return charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])
+
+
+@jit_inline
 def syscall_end(s, p, task, op, clock):
     """The end of a read()/write() call at `clock`: the system call's exit, the call's completion
     (asynchronous engine: queued in flight, and a wait while the queue is full), its completion
     latency into the histogram (from task.stats_from on), and prev_pos for readahead. Returns the task's clock."""
     t = s.task[task]
-    clock += np.int64(charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS]))
+    clock += np.int64(syscall_entry_ns(s, p))
     ready = clock
     if t.call_ready > clock:
         ready = t.call_ready

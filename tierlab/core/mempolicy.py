@@ -31,12 +31,11 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .lru import lru_add_drain_all
-from .migrate import NR_MAX_BATCHED_MIGRATION, do_pages_move, isolate_for_syscall, migrate_folio_list
+from .migrate import do_pages_move, folio_isolate_lru, migrate_folio_list, queue_folio
+from .fileio import syscall_entry_ns
 from .mm import force_sig_segv, region_takes_task_policy, set_region_nodes
 from .ops import CTRL_KIND_MASK, CTRL_MBIND, CTRL_MIGRATE_PAGES, CTRL_SET_MEMPOLICY, MOVE_NODE_SHIFT, ctrl_unpack
 from .page_alloc import policy_nodes
-from .params import P
-from .profile import K, charge
 from .state import (
     F2_MAPPED, F2_PRESENT, MPOL_DEFAULT, MPOL_F_MOF, MPOL_F_MORON, MPOL_F_NUMA_BALANCING, folio_head, folio_nr_pages,
 )
@@ -49,11 +48,17 @@ MBIND_NODES_SHIFT = 32
 MIGRATE_FROM_SHIFT = 8       # a CTRL_MIGRATE_PAGES arg: to_node | from_nodemask << 8
 
 
-def mbind_arg(slot: int, mode: int, nodes, move: bool = False, numa_balancing: bool = False) -> int:
-    """The `page` slot of a CTRL_MBIND op."""
+def nodemask(nodes) -> int:
+    """A nodemask of node numbers (bit n = node n)."""
     mask = 0
     for n in nodes:
         mask |= 1 << int(n)
+    return mask
+
+
+def mbind_arg(slot: int, mode: int, nodes, move: bool = False, numa_balancing: bool = False) -> int:
+    """The `page` slot of a CTRL_MBIND op."""
+    mask = nodemask(nodes)
     flags = (MPOL_MF_MOVE if move else 0) | (MBIND_NUMA_BALANCING if numa_balancing else 0)
     return int(slot) | int(mode) << MBIND_MODE_SHIFT | flags << MBIND_FLAGS_SHIFT | mask << MBIND_NODES_SHIFT
 
@@ -71,10 +76,7 @@ def mbind_unpack(arg: int):
 
 def migrate_arg(from_nodes, to_node: int) -> int:
     """The `page` slot of a CTRL_MIGRATE_PAGES op."""
-    mask = 0
-    for n in from_nodes:
-        mask |= 1 << int(n)
-    return int(to_node) | mask << MIGRATE_FROM_SHIFT
+    return int(to_node) | nodemask(from_nodes) << MIGRATE_FROM_SHIFT
 
 
 @jit_inline
@@ -103,16 +105,10 @@ def do_migrate_pages(s, p, task, from_mask, dst, now, folios):
             nr = folio_nr_pages(s, head)
             nid = s.pages.node[head]
             if (folio_queueable(s, head) and nid != dst and (m >> np.uint64(nid)) & np.uint64(1)
-                    and isolate_for_syscall(s, head)):
-                folios[n] = head
-                n += 1
-                queued += nr
-                if n == folios.shape[0] or queued >= NR_MAX_BATCHED_MIGRATION:
-                    f, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
-                    failed += f
-                    cost += c
-                    n = 0
-                    queued = 0
+                    and folio_isolate_lru(s, head)):
+                n, queued, f, c = queue_folio(s, p, folios, n, queued, head, dst, now + np.int64(cost))
+                failed += f
+                cost += c
             x = head + nr
     if n > 0:
         f, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
@@ -179,15 +175,14 @@ def do_mbind(s, p, task, r, mode, flags, mask, now, folios, cands):
         nid = s.pages.node[head]
         if folio_queueable(s, head) and not ((m >> np.uint64(nid)) & np.uint64(1)):
             to = cands[0] if policy_nodes(s, r, cpu_nid, head - s.regions.start[r], cands) > 0 else -1
-            if n > 0 and (to != dst or n == folios.shape[0] or queued >= NR_MAX_BATCHED_MIGRATION):
-                cost += migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))[1]
+            if n > 0 and to != dst:
+                cost += migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))[1]   # a list per target
                 n = 0
                 queued = 0
-            if to >= 0 and isolate_for_syscall(s, head):
+            if to >= 0 and folio_isolate_lru(s, head):
                 dst = to
-                folios[n] = head
-                n += 1
-                queued += nr
+                n, queued, _, c = queue_folio(s, p, folios, n, queued, head, dst, now + np.int64(cost))
+                cost += c
         x = head + nr
     if n > 0:
         cost += migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))[1]
@@ -200,7 +195,7 @@ def page_movement_ctrl(s, p, task, op, arg, now, folios, cands):
     CTRL_MBIND, CTRL_SET_MEMPOLICY) of `task`: the syscall's entry and exit, then the call. Returns (cost in ns, ok); not ok (mbind
     of a slot the task's mm does not map) records a SIGSEGV as mm.do_ctrl does."""
     kind = op & CTRL_KIND_MASK
-    cost = charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])
+    cost = syscall_entry_ns(s, p)
     t = now + np.int64(cost)
     if kind == CTRL_MIGRATE_PAGES:
         return cost + do_migrate_pages(s, p, task, arg >> MIGRATE_FROM_SHIFT, arg & 255, t, folios)[1], True

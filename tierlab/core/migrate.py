@@ -101,7 +101,27 @@ def batch_cost(p, nr_folios):
     """One migrate_pages() call per NR_MAX_BATCHED_MIGRATION (512) pages."""
     if nr_folios == 0:
         return 0.0
-    return migrate_batch_ns(p) * ((nr_folios + 511) // 512)
+    return migrate_batch_ns(p) * ((nr_folios + NR_MAX_BATCHED_MIGRATION - 1) // NR_MAX_BATCHED_MIGRATION)
+
+
+@jit_inline
+def folio_isolate_lru(s, head):
+    """folio_isolate_lru(): off its LRU and marked isolated, counted in the node's nr_isolated;
+    False for a folio not on an LRU (still in an lru_add batch) or isolated already."""
+    if not (s.pages.flags[head] & PG_LRU) or (s.pages.flags[head] & PG_ISOLATED):
+        return False
+    lruvec_del_folio(s, head)
+    s.pages.flags[head] |= PG_ISOLATED
+    s.pgdat[s.pages.node[head]].nr_isolated += folio_nr_pages(s, head)
+    return True
+
+
+@jit_inline
+def putback_failed_folio(s, head, nr):
+    """A folio whose migration failed goes back on its LRU (putback_movable_pages), pgmigrate_fail."""
+    s.pages.flags[head] &= ~PG_ISOLATED
+    lruvec_add_folio(s, head)
+    s.counters[s.pages.node[head], Vm.PGMIGRATE_FAIL] += nr
 
 
 @jit_inline
@@ -118,12 +138,7 @@ def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
     if not migrate_balanced_pgdat(s, dst, nr):
         wakeup_kswapd(s, p, dst, now)
         return False
-    if not (s.pages.flags[head] & PG_LRU) or (s.pages.flags[head] & PG_ISOLATED):
-        return False
-    lruvec_del_folio(s, head)
-    s.pages.flags[head] |= PG_ISOLATED
-    s.pgdat[s.pages.node[head]].nr_isolated += nr
-    return True
+    return folio_isolate_lru(s, head)
 
 
 @jit
@@ -136,27 +151,13 @@ def migrate_misplaced_folio(s, p, head, dst, nr, keep_src, now):
     s.pgdat[src].nr_isolated -= nr
     if not zone_alloc_ok(s, dst, nr, WMARK_MIN):
         migrc_flush_free_folios(s, current_cpu(s))
-        s.pages.flags[head] &= ~PG_ISOLATED
-        lruvec_add_folio(s, head)
-        s.counters[src, Vm.PGMIGRATE_FAIL] += nr
+        putback_failed_folio(s, head, nr)
         return False, 0.0
     cost = move_isolated_folio(s, p, head, dst, keep_src, now)
     s.counters[dst, Vm.NUMA_PAGES_MIGRATED] += nr
     if s.pgdat[dst].tier == 0 and s.pgdat[src].tier != 0:
         s.counters[dst, Vm.PGPROMOTE_SUCCESS] += nr
     return True, cost
-
-
-@jit_inline
-def isolate_for_syscall(s, head):
-    """folio_isolate_lru() for a migration system call: off its LRU and marked isolated; False when
-    it is not on an LRU (the callers drained the lru_add batches first) or is isolated already."""
-    if not (s.pages.flags[head] & PG_LRU) or (s.pages.flags[head] & PG_ISOLATED):
-        return False
-    lruvec_del_folio(s, head)
-    s.pages.flags[head] |= PG_ISOLATED
-    s.pgdat[s.pages.node[head]].nr_isolated += folio_nr_pages(s, head)
-    return True
 
 
 @jit
@@ -179,9 +180,7 @@ def migrate_folio_list(s, p, folios, n, dst, now):
             wakeup_kswapd(s, p, dst, now + np.int64(cost))
             ok = zone_alloc_ok(s, dst, nr, WMARK_MIN)
         if not ok:
-            s.pages.flags[x] &= ~PG_ISOLATED
-            lruvec_add_folio(s, x)
-            s.counters[src, Vm.PGMIGRATE_FAIL] += nr
+            putback_failed_folio(s, x, nr)
             failed += 1
             continue
         tlb_mm = folio_tlb_mm(s, x)
@@ -189,6 +188,20 @@ def migrate_folio_list(s, p, folios, n, dst, now):
         cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, False)
     cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, n)
     return failed, charge(s, K.MIGRATE_PAGES, cost)
+
+
+@jit_inline
+def queue_folio(s, p, folios, n, queued, head, dst, now):
+    """Put an isolated folio on a system call's migration list; a full list (NR_MAX_BATCHED_MIGRATION
+    pages, or `folios` full) is migrated to dst at once. Returns (n, queued, folios not migrated,
+    cost)."""
+    folios[n] = head
+    n += 1
+    queued += folio_nr_pages(s, head)
+    if n == folios.shape[0] or queued >= NR_MAX_BATCHED_MIGRATION:
+        failed, cost = migrate_folio_list(s, p, folios, n, dst, now)
+        return np.int64(0), np.int64(0), failed, cost
+    return n, queued, np.int64(0), 0.0
 
 
 @jit
@@ -216,20 +229,14 @@ def do_pages_move(s, p, task, r, npages, dst, now, folios):
             st[MP_ENOENT] += 1
         elif s.pages.node[head] == dst:
             st[MP_ON_NODE] += 1
-        elif not isolate_for_syscall(s, head):
+        elif not folio_isolate_lru(s, head):
             st[MP_EBUSY] += 1
         else:
-            folios[n] = head
-            n += 1
-            queued += folio_nr_pages(s, head)
             st[MP_MOVED] += 1
-            if n == folios.shape[0] or queued >= NR_MAX_BATCHED_MIGRATION:
-                failed, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
-                st[MP_MOVED] -= failed
-                st[MP_NOT_MIGRATED] += failed
-                cost += c
-                n = 0
-                queued = 0
+            n, queued, failed, c = queue_folio(s, p, folios, n, queued, head, dst, now + np.int64(cost))
+            st[MP_MOVED] -= failed
+            st[MP_NOT_MIGRATED] += failed
+            cost += c
     if n > 0:
         failed, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
         st[MP_MOVED] -= failed

@@ -39,6 +39,7 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .fadvise import generic_fadvise
+from .fileio import syscall_entry_ns
 from .huge_memory import deferred_split_at, zap_rmap_batched
 from .lru import folio_mark_accessed, folio_mark_accessed_end, lru_add_drain_all, lruvec_del_folio
 from .mmzone import free_folio
@@ -312,7 +313,7 @@ def do_ctrl(s, p, task, op, arg, now):
     r, npages = ctrl_unpack(arg)
     # the syscall's entry and exit, and the VMA work of mmap_region / do_vmi_munmap / do_brk_flags
     # (vma_op_ns, charged to the one symbol standing for all three)
-    cost = charge(s, K.DO_SYSCALL_64, p[P.SYSCALL_NS])
+    cost = syscall_entry_ns(s, p)
     ok = True
     if kind == CTRL_EXIT:
         cost += do_exit(s, p, task, now)

@@ -145,17 +145,23 @@ def migrate_pages_op(from_nodes, node: int) -> tuple[int, int]:
     return migrate_arg(from_nodes, node), OP_CTRL | CTRL_MIGRATE_PAGES
 
 
+def _policy(policy: str, nodes, key: str) -> tuple[int, bool]:
+    """(MPOL_* code, MPOL_F_NUMA_BALANCING given) of a policy string with its nodes, checked as a
+    Region's or a Process's is (config.policy_code)."""
+    from ..config import policy_code
+    from ..core.state import MPOL_F_NUMA_BALANCING
+    mode, pol_flags, _ = policy_code(policy, tuple(nodes), key)
+    return mode, bool(pol_flags & MPOL_F_NUMA_BALANCING)
+
+
 def mbind_op(slot: int, policy: str, nodes=(), move: bool = False) -> tuple[int, int]:
     """(page, op) of mbind(2) of region slot `slot`: policy as a Region takes it (default, bind,
     preferred, interleave; "bind|numa_balancing"), with MPOL_MF_MOVE when `move` (the mapped pages
     outside the new nodes move to where the policy places them; core/mempolicy.py do_mbind)."""
     from ..core.mempolicy import mbind_arg
     from ..core.ops import CTRL_MBIND, OP_CTRL
-    from ..core.state import MPOL_CODES
-    mode, flags = split_policy(policy, "mbind policy")
-    if mode != "default" and not nodes:
-        raise ConfigError(f"mbind policy {policy} needs nodes")
-    return mbind_arg(slot, MPOL_CODES[mode], nodes, move, bool(flags)), OP_CTRL | CTRL_MBIND
+    mode, numab = _policy(policy, nodes, "mbind policy")
+    return mbind_arg(slot, mode, nodes, move, numab), OP_CTRL | CTRL_MBIND
 
 
 def set_mempolicy_op(policy: str, nodes=()) -> tuple[int, int]:
@@ -163,11 +169,8 @@ def set_mempolicy_op(policy: str, nodes=()) -> tuple[int, int]:
     it), followed by its VMAs without a policy of their own (core/mempolicy.py do_set_mempolicy)."""
     from ..core.mempolicy import set_mempolicy_arg
     from ..core.ops import CTRL_SET_MEMPOLICY, OP_CTRL
-    from ..core.state import MPOL_CODES
-    mode, flags = split_policy(policy, "set_mempolicy policy")
-    if mode != "default" and not nodes:
-        raise ConfigError(f"set_mempolicy policy {policy} needs nodes")
-    return set_mempolicy_arg(MPOL_CODES[mode], nodes, bool(flags)), OP_CTRL | CTRL_SET_MEMPOLICY
+    mode, numab = _policy(policy, nodes, "set_mempolicy policy")
+    return set_mempolicy_arg(mode, nodes, numab), OP_CTRL | CTRL_SET_MEMPOLICY
 
 
 def drop_caches_op(what: int = 1) -> tuple[int, int]:
