@@ -66,6 +66,7 @@ class RefModel:
         self.kswapd_cpu, self.cpu_node = place_kswapds(cpu_nodes, list(range(C)), self.task_cpu,
                                                        [nd.cpus for nd in machine.nodes], machine.zonelists())
         self.cpu_clock = [0] * len(self.cpu_node)
+        self.ra_adding = (0, 0)       # sys.ra_add_*: folios the readahead under way added (reclaim keeps them)
         self.latest = 0                      # sys.now: the latest clock a task's quantum reached
         self.mm_cpus = set()          # mm_cpumask(): the CPUs that ran the (one) mm's tasks
         self.sender = 0               # smp_processor_id() of the reclaim or promotion work in progress
@@ -438,6 +439,9 @@ class RefModel:
         batch = set()                   # current->tlb_ubc: evictions and demotions, one flush
         for x in isolated:
             nr = self.nr(x)
+            if self.ra_adding[0] <= x < self.ra_adding[1]:
+                self.lruvec_add(x)          # being read: kept
+                continue
             verdict = self.folio_check_references(x)
             if verdict == "activate":
                 self.flags[x] |= ACTIVE
@@ -738,6 +742,7 @@ class RefModel:
                 h = self.head_of(x)
                 x = h + self.nr(h)
                 continue
+            self.ra_adding = (start, x)     # locked until read: a later allocation's reclaim keeps them
             nid, head, nr, _ = self.new_folio(r, cpu, x, self.folio_order_for(r, x))
             if nid < 0:
                 break
@@ -746,6 +751,7 @@ class RefModel:
             if head <= mark < head + nr:
                 marked = head
             x = head + nr
+        self.ra_adding = (0, 0)
         return marked, x
 
     def ra_pages(self, r):

@@ -59,7 +59,7 @@ def stream(tasks, costs=None):
     """tasks readers of their own 4 MiB file on the CXL node: a warm-up pass, then CYCLES cycles
     (long enough against the 262-us window for the loop to settle).
     The run is cut into chunks short enough (256 accesses per task, < 2.5 ms at the peak) for the
-    calendar's ring (16.8 ms) to hold every bin between two chunks: the CXL node's bins are read
+    calendar's ring (33.5 ms) to hold every bin between two chunks: the CXL node's bins are read
     whenever the next chunk is asked for (a task ran out: the tasks' clocks are within a quantum of
     each other) and at the end. Returns (simulation, {bin: bytes}, [t1, t2) the bins during which every task was
     in its cycles)."""

@@ -122,6 +122,22 @@ def test_one_task_psync_random_reads_are_latency_bound():
     assert res.summary["jobs"][0]["read"]["iops"] == pytest.approx(1e9 / svc, rel=1e-6)
 
 
+def test_two_psync_jobs_on_one_cpu_overlap_their_reads():
+    """Two psync jobs of random 4 KiB reads share one CPU: each sleeps through its read
+    (filemap_read waits on the folio; engine.io_sleep), so the other runs meanwhile and both keep
+    a request in flight: together they take what one alone takes (n service times), where a CPU
+    held through each wait would serialise them (2n). Their CPU time is nil (no kernel costs)."""
+    dev = device()
+    n = 512
+    w = make_workload("fio", dict(rw="randread", bs="4k", size=f"{n * 4}KiB", numjobs="2"))
+    sim = Simulation(quiet_machine(dev, cpus=1), Kernel(), w, costs=zero_costs())
+    res = sim.run().result()
+    svc = int(service_ns(dev, 4096))
+    assert res.devices.iloc[0].rd_ios == 2 * n
+    assert n * svc <= res.devices.iloc[0].last_done_ns <= n * svc + 2 * svc
+    assert (sim.state.task["runtime"] == 0).all()
+
+
 def test_eight_tasks_are_iops_bound():
     """Eight psync jobs, one file each: 8 / 101 us = 79K reads/s asked of a device that serves
     40K/s: the IOPS ceiling sets the pace, (2048 reads each) ~ 8 x 2048 / 40K s in all."""
@@ -193,7 +209,7 @@ def test_the_device_never_exceeds_its_iops_and_bandwidth(jobs, depth, bs_pages, 
     within its ceilings over [0, T + one calendar bin + 1/IOPS] (a request's service time can be
     shorter than the IOPS spacing: an unloaded request completes in its latency), as long as no
     request was booked older than its calendar's horizon (none is: the jobs' backlog, at most 16
-    MiB here, fits in the 268 ms ring at 0.2 GB/s)."""
+    MiB here, fits in the 537 ms ring at 0.2 GB/s)."""
     dev, sim, d = device_fio(jobs, depth, bs_pages, random, lat, bw, iops, qd, shared)
     assert sim.state.devcal["nr_beyond"].sum() == 0
     assert_within_ceilings(dev, d, bw, iops, qd)
@@ -203,8 +219,8 @@ def test_a_backlog_longer_than_the_old_horizon_stays_within_the_ceilings():
     """Found by the property above in CI (2026-11-27): 9 io_uring readers (depth 4) of 256 KiB
     sequential requests on a 0.25 GB/s, queue-depth-1 device completed 9 MiB in 34.1 ms, 10 % over
     the bandwidth: their queued requests (37.7 ms of transfers) reached past the device calendars'
-    horizon of 512 bins (33.5 ms), and 7 were booked behind it, unchecked. The rings now hold 4096
-    bins (268 ms), and a request behind a ring is served behind the backlog, not unchecked."""
+    horizon of 512 bins (33.5 ms), and 7 were booked behind it, unchecked. The rings now hold 8192
+    bins (537 ms), and a request behind a ring is served behind the backlog, not unchecked."""
     dev, sim, d = device_fio(jobs=9, depth=4, bs_pages=64, random=False, lat=1.0, bw=0.25, iops=5000.0, qd=1,
                              shared=False)
     assert sim.state.devcal["nr_beyond"].sum() == 0

@@ -35,12 +35,12 @@ def test_hint_fault_promotion_is_the_same_share_at_scales_32_and_64():
 def test_hint_fault_promotion_drifts_as_documented_from_scale_8_to_64():
     """docs/scaling.md: on a 1 GiB DRAM node kswapd's round outlasts the scaled watermark gap, so
     promotions are refused more often per page at larger scales; the drift stays within the
-    documented bounds."""
+    documented bounds (docs/scaling.md's second table: time 3.1 % from 8 to 64)."""
     hint8, promo8, t8 = promotion_shares(8)
     hint64, promo64, t64 = promotion_shares(64)
     assert promo64 < promo8
     assert hint64 == pytest.approx(hint8, rel=0.08)
-    assert t64 == pytest.approx(t8, rel=0.03)
+    assert t64 == pytest.approx(t8, rel=0.035)
 
 
 @pytest.fixture(scope="module")

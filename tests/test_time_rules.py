@@ -33,8 +33,11 @@ def golden_run(name, per_task):
     sim = build(RUNS[name])
     sim.workload.chunk_accesses = per_task * sim.workload.nr_tasks
     res = sim.run().result()
-    # no calendar was outrun: every lock and bandwidth booking inside its ring (#28)
+    # no calendar was outrun: every lock and bandwidth booking inside its ring (#28), which is at
+    # least 4x the lead the time rules allowed (a quantum and the longest step)
     assert int(sim.state.locks["nr_beyond"].sum()) == 0 and int(sim.state.membw["nr_beyond"].sum()) == 0
+    lock_ring = (1 << int(sim.state.locks["bin_shift"][0])) * sim.state.locks["bin_tag"].shape[1]
+    assert 4 * (sim.p[P.QUANTUM_NS] + sim.state.sys[0]["max_step_ns"]) <= lock_ring
     return float(res.sim_time_s), {k: int(v) for k, v in res.counters.items()}, res.marks_s.time_s.tolist()
 
 

@@ -222,9 +222,11 @@ def test_demoting_read_only_page_cache_flushes_nothing_and_mapped_pages_shoot_do
     assert demoted > 0 and c == dict.fromkeys(NAMES, 0)       # page cache without PTEs
     c, demoted = _tlb_and_demoted("mmap")
     # kswapd's CPU never ran the task's mm: each shrink batch that demoted a mapped folio sends one
-    # full flush, received by the task's one CPU; kswapd flushes nothing locally
+    # full flush to the task's one CPU; kswapd flushes nothing locally. The task sleeps through
+    # each major fault's read, its CPU idle and so lazy: flush_tlb_multi skips it then, and it
+    # receives only the flushes sent while it runs
     assert demoted > 0 and c["nr_tlb_remote_flush"] > 0
-    assert c["nr_tlb_remote_flush_received"] == c["nr_tlb_remote_flush"]
+    assert 0 < c["nr_tlb_remote_flush_received"] < c["nr_tlb_remote_flush"]
     assert c["nr_tlb_remote_flush"] <= demoted
 
 

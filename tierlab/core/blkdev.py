@@ -44,7 +44,7 @@ NR_DEV_CALS = 3
 SECTOR_SHIFT = 9
 PAGE_SECTORS = 8
 
-DEV_BINS = CAL_BINS     # ring size of the device calendars: the horizon is 4096 bins of `dev_bin_ns`
+DEV_BINS = CAL_BINS     # ring size of the device calendars: the horizon is 8192 bins of `dev_bin_ns`
 
 DEVICE_FIELDS = ("read_lat_ns", "write_lat_ns", "read_bw", "write_bw", "read_iops", "write_iops",
                  "queue_depth", "max_sectors_pages")

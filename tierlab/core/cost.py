@@ -15,9 +15,8 @@ the read-for-ownership now and the write-back later; a migration copy books on b
 bin ever holds more than B * 16384 bytes, so the bytes per 16 us of simulated time never exceed B,
 for any number of tasks in any order; a request whose bin is full waits for the next bin with
 room (the calendar's wait, added to the access's cost), which is how demand beyond B settles at B.
-The ring of MEM_BW_BINS = 4096 bins spans 67 ms: far more than the clocks that book on it ever
-spread (a quantum plus one step; a random page-cache miss is 80 us), and than the utilisation
-window reads back.
+The ring of MEM_BW_BINS = 8192 bins spans 134 ms: far more than the clocks that book on it ever
+spread (a quantum plus one step, ~350 us at most), and than the utilisation window reads back.
 
 Why 16 us bins. Per access the engine makes ~20 ns of host time; anything done once per bin must
 be rare against that. The node's current bin and its room are kept in s.mem[nid] (bw_room): an

@@ -24,8 +24,11 @@ access, a control op, or one reclaim batch: a fault whose allocation would enter
 (memory.fault_stalls) runs its reclaim first, one batch per step (page_alloc.direct_reclaim_step),
 the quantum possibly ending between two, and is then retried with its allocation going on at MIN;
 so a long direct reclaim interleaves with kswapd and the other tasks as in the kernel, where it ran
-as one access (2.3 ms in the anon-swap golden). A read that waits for a backlogged device is still
-one step: what it does after the wait happens ahead of the others.
+as one access (2.3 ms in the anon-swap golden). An access that waits for a read (a page-cache miss
+of a synchronous read(), a major fault, a swap-in, or a page of a readahead window still being
+read) ends its step there: the task sleeps (io_sleep: off its runqueue, its CPU idle, hence lazy
+for TLB flushes) and takes the access again when the read completes, so nothing it does after the
+wait is booked ahead of the others.
 
 Accesses. Every access goes through `access_present()`, written once: for a present
 folio it does what the kernel does on the hit (a read()/write(): filemap.filemap_access, a
@@ -68,6 +71,7 @@ from .ops import (
 from .readahead import call_goes_on, call_pages_left, page_cache_async_ra, page_present
 from .pagecache_promotion import task_numa_promotion_work
 from .params import P
+from .profile import K, charge
 from .reclaim import kswapd_step
 from .sched import (
     INF, cpu_ready_at, kswapd_dequeue, note_clock_spread, sched_account, sched_dequeue_task, sched_init_chunk,
@@ -180,6 +184,34 @@ def after_access(s, p, task, cpu, clock, start, scan_at, work_pending):
         clock += np.int64(task_tick_numa(s, p, task, rt, jiffies_at(p, scan_at), clock))
         scan_at = next_numa_tick(s, p, task, start, clock)
     return clock, scan_at
+
+
+@jit
+def io_sleep(s, t, page, clock):
+    """Task t waits from `clock` for the read of `page` (task.io_ready): it leaves its runqueue
+    (its CPU runs others) and wakes when the read completes (sched_wake_task, with place_entity's
+    sleeper credit), as a task sleeping in folio_wait_locked() would, and then takes its access
+    again. The folio is held meanwhile (task.io_folio: reclaim keeps it, io_unhold). The wait is in
+    the profile's io_wait."""
+    ready = s.task[t].io_ready
+    s.task[t].io_ready = 0
+    if page_present(s, page):
+        s.task[t].io_folio = folio_head(s, page)
+        s.sys[0].nr_io_folios += 1
+    if s.task[t].call_start:
+        s.task[t].call_start = 2        # its read() has begun: the wake-up does not restart it
+    if ready > clock:
+        charge(s, K.IO_WAIT, np.float64(ready - clock))
+    sched_dequeue_task(s, t)
+    sched_wake_task(s, t, max(ready, clock))
+
+
+@jit_inline
+def io_unhold(s, t):
+    """Task t, back from its read, takes its access: the folio it held is let go."""
+    if s.task[t].io_folio >= 0:
+        s.task[t].io_folio = -1
+        s.sys[0].nr_io_folios -= 1
 
 
 @jit
@@ -396,7 +428,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             cpumask_set_cpu(s, s.task[t].mm, c)
             s.sys[0].current = t
             limit = quantum_limit(s, p, c, t, clock, second_t)
-            if s.task[t].call_start and s.task[t].call_clock < clock:
+            if s.task[t].call_start == 1 and s.task[t].call_clock < clock:
                 s.task[t].call_clock = clock        # a call starts when its task runs again
             wakeups = s.sys[0].wakeups
             scan_at = next_numa_tick(s, p, t, clock, clock) if numa_on else INF
@@ -406,7 +438,9 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         end = offsets[t + 1]
         status = STATUS_DONE
         dry = False        # out of input while the quantum goes on
-        skip = 0           # accesses to take here before trying fast_run again
+        sleep = False      # waiting for a read (task.io_ready)
+        skip = 1 if s.task[t].io_folio >= 0 else 0   # accesses to take here before trying fast_run
+                                                     # again (the retake after a read, io_unhold)
         backoff = 16
         while True:
             if s.task[t].dr_state != DR_NONE:
@@ -443,6 +477,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     skip = backoff
                     backoff = min(backoff * 2, 4096)
             op = ops[np.uint64(pos)]
+            io_unhold(s, t)             # a task back from a read retakes its access right here
             if op & OP_CTRL:
                 cost, ok = task_ctrl(s, p, t, c, op, pages[np.uint64(pos)], clock, scratch, cands)
                 pos += 1
@@ -484,9 +519,17 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # leaves nothing pending for the task's next allocation
             s.task[t].dr_after = 0
             cost += ra
-            if not done:
+            if done:
+                s.task[t].io_ready = 0
+            elif s.task[t].io_ready == 0:
                 cost, why = access_present(s, p, t, cpu_nid, page, op, clock + np.int64(cost), cost, False)
                 ok = why != ACCESS_SEGV
+            if s.task[t].io_ready != 0:
+                # the access waits for its read: the task sleeps until it completes and then takes
+                # the access again (a hit); its CPU is free meanwhile
+                clock = advance(s, t, clock, cost)
+                sleep = True
+                break
             pos += 1
             clock = advance(s, t, clock, cost)
             if not ok:
@@ -518,6 +561,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         s.cpu[c].clock = clock
         if s.task[t].dead or (pos >= end and s.task[t].input_end):
             sched_dequeue_task(s, t)        # it exited, or its input is done
+        elif sleep:
+            io_sleep(s, t, pages[np.uint64(pos)], clock)
         if clock > s.sys[0].now:
             s.sys[0].now = clock
         if status != STATUS_DONE:

@@ -93,16 +93,11 @@ def clat_percentiles(hist: np.ndarray, percentiles=FIO_PERCENTILES) -> dict[floa
 
 @jit_inline
 def io_wait(t, ready, at):
-    """A page the task reads at time `at` is ready at `ready` (its read's completion; 0 when not in
-    flight). Returns the ns the task waits: the synchronous engine waits, the asynchronous one
-    makes the call complete no earlier than `ready` and goes on."""
-    if ready <= at:
-        return 0.0
-    if t.iodepth == 0:
-        return np.float64(ready - at)
-    if ready > t.call_ready:
+    """A page an asynchronous call (iodepth > 0) reads at `at` is ready at `ready` (its read's
+    completion; 0 when not in flight): the call completes no earlier, and the task goes on. (A
+    synchronous task sleeps until its page is read instead: filemap.py, engine.io_sleep.)"""
+    if ready > at and ready > t.call_ready:
         t.call_ready = ready
-    return 0.0
 
 
 @jit_inline

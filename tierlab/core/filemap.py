@@ -6,14 +6,16 @@
   page-cache promotion hook (pagecache_promotion.py); then the 4 KiB copy, charged as a streaming
   copy from the folio's node plus a stream break when the page does not physically follow the
   previous one (cost.py), and PG_dirty for a write.
-  A page whose read is still in flight (a readahead window being read) waits for it, as
-  filemap_read() waits on the folio (fileio.io_wait: the task, or with an asynchronous engine the
-  call); reaching the folio the task's readahead marked PG_readahead starts the next window
-  (readahead.page_cache_async_ra).
+  A page whose read is still in flight (a readahead window being read) is waited for first, as
+  filemap_update_page() sleeps on the folio: a synchronous task sleeps until the read completes
+  (ACCESS_IO_WAIT: engine.io_sleep, its CPU free meanwhile) and takes the access again; with an
+  asynchronous engine the call completes no earlier (fileio.io_wait). Reaching the folio the
+  task's readahead marked PG_readahead starts the next window (readahead.page_cache_async_ra).
 - filemap_read_miss(): a page-cache miss that must read the page: filemap_get_pages() ->
   page_cache_sync_ra() for a read(), filemap_fault() -> do_sync_mmap_readahead() for a fault
   through mmap (a major fault, which always waits); readahead.py picks the window and blkdev.py
-  times the reads.
+  times the reads. A synchronous read, and every major fault, then sleeps until its page is read
+  (task.io_ready, engine.io_sleep): the rest of the access happens when it wakes.
 
 Simplifications: a buffered write of a page that is not cached allocates it without reading it
 (tierlab's writes cover whole pages); writes dirty the folio in place: no write-back and no dirty
@@ -29,7 +31,7 @@ from .fileio import io_wait
 from .lru import folio_mark_accessed, folio_mark_accessed_end
 from .mmzone import tiering_mode
 from .ops import (
-    ACCESS_DONE, ACCESS_PROMOTION_CANDIDATE, ACCESS_READAHEAD, OP_KIND_MASK, OP_READ, OP_STREAM,
+    ACCESS_DONE, ACCESS_IO_WAIT, ACCESS_PROMOTION_CANDIDATE, ACCESS_READAHEAD, OP_KIND_MASK, OP_READ, OP_STREAM,
     OP_STORE, OP_SYSCALL_END, OP_WRITE,
 )
 from .pagecache_promotion import promotion_candidate, promotion_candidate_returns_early
@@ -58,7 +60,10 @@ def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
             done, ok, cost = page_cache_sync_ra(s, p, task, cpu, r, page, t.ra_req, clock, scratch, cands)
         cost += c
         if ok:
-            cost += charge(s, K.IO_WAIT, io_wait(t, done, clock + np.int64(cost)))
+            if t.iodepth > 0:
+                io_wait(t, done, clock + np.int64(cost))
+            elif done > clock + np.int64(cost):
+                t.io_ready = done                # the task sleeps until its page is read (engine.io_sleep)
         return cost, ok
     # through mmap: filemap_fault() reads and waits for the folio -- a major fault.
     # do_sync_mmap_readahead(): VM_SEQ_READ (an OP_STREAM load) reads a window of ra_pages
@@ -77,9 +82,8 @@ def filemap_read_miss(s, p, task, cpu, r, page, op, clock, scratch, cands):
     # do_read_fault: read-only; do_shared_fault: writable (and the store dirties it)
     s.pages.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if (op & OP_KIND_MASK) == OP_STORE else np.uint8(0))
     s.mm[s.regions.mm[r]].rss_file += folio_nr_pages(s, head)      # filemap_fault mapped it
-    at = clock + np.int64(cost)
-    if done > at:
-        cost += charge(s, K.IO_WAIT, np.float64(done - at))
+    if done > clock + np.int64(cost):
+        t.io_ready = done                        # a major fault sleeps until its folio is read
     return cost, True
 
 
@@ -92,6 +96,14 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
     (readahead.page_cache_async_ra) before it takes the access. Returns (cost, ACCESS_*)."""
     pg = s.pages
     t = s.task[task]
+    if t.ra_done > now and t.iodepth == 0:
+        ready = ra_ready(t, page, now)
+        if ready > now:
+            # the folio is still being read: filemap_update_page() sleeps on it before anything
+            # else (the fast case leaves that to the general case)
+            if not fast:
+                t.io_ready = ready
+            return cost, ACCESS_IO_WAIT
     if page == t.ra_mark and fast:
         return cost, ACCESS_READAHEAD
     mark = p[P.FMA_NS]
@@ -123,7 +135,8 @@ def filemap_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast)
         cost += charge(s, K.XAS_LOAD, p[P.PAGECACHE_LOOKUP_NS])
     t.call_start = 1 if (op & OP_SYSCALL_END) else 0
     if t.ra_done > now:
-        cost += charge(s, K.IO_WAIT, io_wait(t, ra_ready(t, page, now + np.int64(cost)), now + np.int64(cost)))
+        at = now + np.int64(cost)                   # an asynchronous call's page still in flight
+        io_wait(t, ra_ready(t, page, at), at)
     nid = np.uint64(pg.node[hu])
     copy = K.COPY_FROM_ITER if write else K.COPY_TO_ITER
     cost += charge(s, copy, seq_page_ns(s, p, nid, now, fast))

@@ -26,10 +26,12 @@ and its putback at the end, __remove_mapping after the write-back. A 256-ns bin 
 one or two short critical sections, so two holds that overlap in virtual time serialise as on a
 FIFO ticket lock, to within one bin: the second waits for the first one's bins to fill. The holds
 of clients that run later in host order but earlier in virtual time find the room of their own
-time (the calendar's point). The ring of state.LOCK_BINS = 4096 bins spans 1.05 ms of virtual
-time: clocks spread by a quantum plus one step (a random page-cache miss is 80 us, a kswapd batch
-that swaps out 32 pages 320 us). A hold booked further back than that is served without a wait and
-counted (`beyond` in the Result's `locks` table). 64 KiB per lock: one per node and per region.
+time (the calendar's point). The ring of state.LOCK_BINS = 8192 bins spans 2.1 ms of virtual
+time, at least 4x the most the clocks spread: a quantum (at most 100 us, config.QUANTUM_US) plus
+one step (a reclaim batch that swaps out 32 pages, ~330 us; a read's wait ends a step, the task
+sleeps through it). A hold booked further back than that would be an engine bug: Simulation.run
+stops with an error (`beyond` in the Result's `locks` table). 128 KiB per lock: one per node and
+per region.
 
 Hold times are costs (costs.py: lru_lock_ns + lru_lock_folio_ns per folio, xa_lock_ns), each with
 its assumption.

@@ -162,11 +162,14 @@ def fault_in(s, p, task, cpu, page, op, clock, scratch, cands):
             s.mm[mm].swapents -= nr_swapped
             s.counters[cpu_nid, Vm.PGMAJFAULT] += 1
             s.counters[nid, Vm.PSWPIN] += nr_swapped
-            cost += charge(s, K.IO_WAIT, p[P.SWAP_IN_4K_NS] * nr_swapped)
         cost += charge(s, K.CLEAR_PAGE_ERMS, p[P.ZERO_PAGE_NS] * (nr - nr_swapped))
         # writable on a write fault (a new folio, a copy of the zero page, an exclusive swap-in)
         pg.flags2[head] |= F2_MAPPED | (F2_PTE_WRITE if kind == OP_STORE else np.uint8(0))
         cost += folio_add_lru(s, p, cpu, head, t)
+        if nr_swapped > 0 and p[P.SWAP_IN_4K_NS] > 0.0:
+            # do_swap_page sleeps on the folio (folio_lock_or_retry) until swap_read_folio's read
+            # completes: the task sleeps (engine.io_sleep) and takes its access when it wakes
+            s.task[task].io_ready = clock + np.int64(cost + p[P.SWAP_IN_4K_NS] * nr_swapped)
     else:
         # a buffered write of a whole page that is not cached: added without a read
         cost += filemap_add_folio(s, p, cpu, head, t)

@@ -99,3 +99,5 @@ ACCESS_WP_FAULT = 6            # a store to a present, read-only PTE: write-prot
 ACCESS_READAHEAD = 7           # the folio the task's readahead marked PG_readahead: page_cache_async_ra()
                                # (the run loop's general case starts it before taking the access)
 ACCESS_MEM_BIN = 8             # the folio's node needs its next bandwidth bin (cost.mem_ns_slow)
+ACCESS_IO_WAIT = 9             # a synchronous read of a page still being read: the task sleeps until
+                               # task.io_ready (engine.io_sleep), then takes the access again

@@ -47,8 +47,8 @@ Functions (`K`, named as perf names the symbol that does the work):
                                   do_brk_flags are charged here too)
     zap_pte_range                 an unmap's PTE clears and rmap removals (zap_pte_ns, zap_rmap_ns)
     free_pages_and_swap_cache     freeing the folios an unmap gathered (free_folio_ns)
-    io_wait                       not CPU work: the task waits for its I/O (sched.py: a waiting task keeps
-                                  its CPU, so its runtime includes the wait); left out of CPU shares
+    io_wait                       not CPU work: the task sleeps until its read completes (engine.io_sleep:
+                                  off its CPU, not in its runtime); left out of CPU shares
 
 The array is float64[T + N, NR_KSYMS] beside the state; charging is one add on the path that charges
 the cost anyway (no per-access Python), and changes no result.

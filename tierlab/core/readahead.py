@@ -27,7 +27,8 @@ window [start, start + size), its async_size, and the last page of the previous 
 
 ra_pages is the device's read_ahead_kb (the `read_ahead_kb` knob, default 128 KiB = 32 pages),
 doubled for POSIX_FADV_SEQUENTIAL (generic_fadvise). The task keeps the completion time of its last
-two windows, so a page of a window still being read makes the task wait (fileio.io_wait).
+two windows, so a page of a window still being read makes the task sleep until it is read
+(engine.io_sleep), or an asynchronous call complete no earlier (fileio.io_wait).
 
 Simplifications, and why:
 - One file_ra_state per task (the file it last missed in): a task's second open file starts over.
@@ -172,6 +173,9 @@ def ra_read(s, p, task, cpu, r, start, end, mark, now, scratch, cands):
                 run = -1
             x = folio_head(s, x) + folio_nr_pages(s, folio_head(s, x))
             continue
+        # the folios added so far are locked until read: a later one's allocation cannot reclaim them
+        s.sys[0].ra_add_start = start
+        s.sys[0].ra_add_end = x
         nid, head, nr, c = ra_add_folio(s, p, r, cpu, x, now + np.int64(cost), scratch, cands)
         cost += c
         if nid < 0:
@@ -181,6 +185,7 @@ def ra_read(s, p, task, cpu, r, start, end, mark, now, scratch, cands):
         if run < 0:
             run = head
         x = head + nr
+    s.sys[0].ra_add_end = 0
     if run >= 0:
         done = max(done, blk_submit(s, FILE_DEV, now + np.int64(cost), x - run, False))
         cost += bio_cost(s, p, x - run)

@@ -32,6 +32,12 @@ Simplifications, and why:
   same order of victims and differs only in how scanning is spread over passes.
 - get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
+- A folio being read is locked, and its reader then holds a reference until it has copied the
+  data, so shrink_folio_list keeps it (folio_trylock fails, or __remove_mapping's refcount freeze
+  does). Held here (folio_held_for_read): the folios a readahead is adding while a later one's
+  allocation reclaims, and the folio a task sleeps for until it has taken its access; the other
+  folios of a window whose read is in flight can be reclaimed (a per-folio completion time would
+  need page state the model does not keep).
 - Dirty file folios are written back and reclaimed in the same pass (the kernel tags them
   PG_reclaim and reclaims them after the flusher); the write-back is pgpgout and a write request on
   the block device (blkdev.py), which takes device capacity from readers but no reclaim time.
@@ -235,6 +241,22 @@ def lru_gen_check_references(s, p, nid, x, kswapd, now):
     return FOLIOREF_RECLAIM, 0.0
 
 
+@jit_inline
+def folio_held_for_read(s, x):
+    """Folio x is locked for its read or referenced by its reader, so shrink_folio_list keeps it:
+    added by the readahead under way (a later folio's allocation is reclaiming: sys.ra_add_*), or
+    the one a task sleeps for while it is read and after, until the task has taken its access
+    (task.io_folio)."""
+    if s.sys[0].ra_add_start <= x < s.sys[0].ra_add_end:
+        return True
+    if s.sys[0].nr_io_folios == 0:
+        return False
+    for t in range(s.task.shape[0]):
+        if s.task[t].io_folio == x:
+            return True
+    return False
+
+
 @jit
 def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
     """shrink_folio_list() over the n isolated folios in scratch (all of one type): check references,
@@ -254,6 +276,10 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
         x = scratch[i]
         nr = folio_nr_pages(s, x)
         s.pgdat[nid].nr_isolated -= nr
+        if folio_held_for_read(s, x):
+            folio_putback_lru(s, x, lru_gen)           # keep: its reader has it
+            putback += 1
+            continue
         if lru_gen:
             verdict, c = lru_gen_check_references(s, p, nid, x, kswapd, now + np.int64(cost))
             cost += c

@@ -37,14 +37,14 @@ newest bin touched (`head`): its horizon is nbins * w of virtual time. Every cal
 bins (one record type); its user chooses w small enough for the precision wanted (a request finds
 room or not per bin) and large enough that the horizon is far more than the spread of the
 clients' clocks, which the run loop's time rules bound by a quantum plus the longest single step
-of one entity (a random page-cache miss costs 80 us, a kswapd batch that swaps out 32 pages 320
-us): locks 1.05 ms, memory bandwidth 67 ms, devices 268 ms. A request at a time older than the
+of one entity (a kswapd or direct-reclaim batch that swaps out 32 pages, ~330 us; a read's wait
+is not a step, the task sleeps through it): locks 2.1 ms, at least 4x that lead with the largest
+quantum config accepts, memory bandwidth 134 ms, devices 537 ms. A request at a time older than the
 horizon (its bin's slot already holds a newer bin) is counted in `nr_beyond`: its bins are gone,
 and whoever moved `head` that far ahead filled them (a device's backlog of requests queued longer
 than the ring), so they are taken as full and it is served from the oldest bin the ring holds.
-For memory bandwidth that cannot happen within the time rules, and Simulation.run stops with an
-error if it did (a lock's 1.05 ms can still be outrun by one long step, e.g. a fault that
-reclaims directly and swaps out, until steps are bounded); calendar_fill_bin (a caller that kept a bin's room itself) adds a unit older
+For memory bandwidth and locks that cannot happen within the time rules, and Simulation.run
+stops with an error if it did; calendar_fill_bin (a caller that kept a bin's room itself) adds a unit older
 than the horizon to `beyond` unchecked. A
 request larger than the whole ring's capacity wraps over its own bins: the ceiling then holds only
 over the last horizon (documented, not refused: no user books that much at once).
@@ -66,8 +66,8 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_inline
 
-CAL_BINS = 4096     # every calendar's ring (memory bandwidth, locks, devices): one record type, so
-                    # calendar_book compiles once; 64 KiB a calendar. Users choose the bin width.
+CAL_BINS = 8192     # every calendar's ring (memory bandwidth, locks, devices): one record type, so
+                    # calendar_book compiles once; 128 KiB a calendar. Users choose the bin width.
 
 
 def calendar_dtype(nbins: int) -> np.dtype:

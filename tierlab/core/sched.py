@@ -35,8 +35,9 @@ Simplifications:
 - no migration: no load balancing and no wake-up placement after set-up; a task stays on the CPU
   config.check_processes placed it on (within its process's CPU set), kswapd on the CPU
   `place_kswapds` picked;
-- tasks never sleep: a task waiting for I/O (a page-cache miss, a swap-in) keeps its CPU, so its
-  CPU time includes I/O waits;
+- a task sleeps only for a read (engine.io_sleep: a page-cache miss of a synchronous read(), a
+  major fault, a swap-in): off the runqueue until the read completes, then woken with
+  place_entity's sleeper credit (sched_wake_task); it never blocks on a lock, which it spins on;
 - check_preempt_tick()'s second test (curr ahead of the leftmost by more than a slice) and its
   min_granularity floor, buddies (next/last/skip), group scheduling and PELT are not modelled.
   EEVDF (6.6+) replaced the pick and the wake-up preemption with eligibility and virtual

@@ -274,6 +274,7 @@ TASK_DTYPE = np.dtype([
     ("clock_frac", np.float64),      # the fraction of a ns its accesses' costs left over (engine.advance)
     ("last_page", np.int64),         # previous page read()/written (stream continuity, pos_same_folio)
     ("call_start", np.int64),        # 1 when the task's next access starts a new system call
+                                     # (2: it started and sleeps for its read, engine.io_sleep)
     ("promo_count", np.int64),       # pages on the promotion list (current->promo_count)
     ("numa_scan_stamp", np.int64),   # curr->node_stamp: runtime ns the scan period counts from
     ("numa_scan_period", np.int64),  # ms of the kernel's clock (p->numa_scan_period); scan_delay until the first tick
@@ -307,6 +308,10 @@ TASK_DTYPE = np.dtype([
     ("input_end", np.int64),         # 1: no more input comes for the task before the next phase (its stream ended)
     ("clat_hist", np.int64, (2, NR_CLAT_BUCKETS)),  # call completion latencies, read/write (fio's buckets)
     ("stats_from", np.int64),        # calls completing earlier are not in clat_hist (fio's ramp_time)
+    ("io_ready", np.int64),          # the read a synchronous access waits for completes then (0: none):
+                                     # the task sleeps until it (engine.io_sleep)
+    ("io_folio", np.int64),          # the folio it sleeps for, which reclaim keeps until the access is
+                                     # taken again (-1: none; reclaim.folio_held_for_read)
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
     ("move_status", np.int64, (NR_MP_STATUS,)),  # move_pages(2) pages by outcome (migrate.py MP_*)
     ("event_mark", np.int64),        # a run-script event is due when nr_marks reaches this (0: none)
@@ -378,6 +383,9 @@ BLKDEV_DTYPE = np.dtype([
 
 SYS_DTYPE = np.dtype([
     ("now", np.int64),               # latest virtual time reached by any CPU
+    ("nr_io_folios", np.int64),      # tasks sleeping for a read with its folio held (task.io_folio)
+    ("ra_add_start", np.int64),      # pages [ra_add_start, ra_add_end) are being added, locked, by the
+    ("ra_add_end", np.int64),        # readahead in progress (readahead.ra_read; reclaim keeps them)
     ("wakeups", np.int64),           # kswapd wake-ups so far (a running quantum stops at a wake-up)
     ("nr_swap_used", np.int64),      # swap entries in use (total swap minus nr_swap_pages)
     ("nr_samples", np.int64),        # rows filled in `samples`
@@ -587,6 +595,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     cpu["first_task"], task["next_on_cpu"] = cpu_task_lists(task_cpu, C)
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
+    task["io_folio"] = -1
     task["ra_file"] = -1
     task["ra_mark"] = -1
     task["prev_pos"] = -1
