@@ -20,6 +20,7 @@ from simkit import counters, machine, make_sim
 from test_properties import accesses, chunks_of, scenarios, state_snapshot
 from tierlab.api import build
 from tierlab.core.params import P
+from tierlab.core.sched import MAX_STEP_NS
 from tierlab.errors import ConfigError
 
 
@@ -37,7 +38,8 @@ def golden_run(name, per_task):
     # least 4x the lead the time rules allowed (a quantum and the longest step)
     assert int(sim.state.locks["nr_beyond"].sum()) == 0 and int(sim.state.membw["nr_beyond"].sum()) == 0
     lock_ring = (1 << int(sim.state.locks["bin_shift"][0])) * sim.state.locks["bin_tag"].shape[1]
-    assert 4 * (sim.p[P.QUANTUM_NS] + sim.state.sys[0]["max_step_ns"]) <= lock_ring
+    assert sim.state.sys[0]["max_step_ns"] <= MAX_STEP_NS          # the step the time rules state
+    assert 4 * (sim.p[P.QUANTUM_NS] + MAX_STEP_NS) <= lock_ring
     return float(res.sim_time_s), {k: int(v) for k, v in res.counters.items()}, res.marks_s.time_s.tolist()
 
 
@@ -94,6 +96,12 @@ def test_a_stamp_from_a_thread_ahead_is_a_latency_of_zero():
         s.pages.stamp[0] = stamp & mask
         assert numa_hint_fault_latency(s, p, 0, now) == want, stamp
         assert int(s.pages.stamp[0]) == now & mask          # re-stamped with now
+    # under --scale F the kernel's clock runs F x faster: the lead covers a quantum and the longest
+    # step in kernel ms (at 64: (20 + 400) us x 64 = 26.9 ms, on the jiffies grid, plus a jiffy)
+    for scale in (1.0, 64.0):
+        q = p.copy()
+        q[P.SCALE] = scale
+        assert stamp_lead_ms(q) * 1e6 >= (q[P.QUANTUM_NS] + MAX_STEP_NS) * scale
 
 
 @pytest.mark.parametrize("name", ["xsbench-migrc", "multi-task-pread", "anon-zipf-hint-fault-promotion"])

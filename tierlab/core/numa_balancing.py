@@ -82,6 +82,7 @@ from ._jit import jit, jit_inline
 from .mm import get_mm_rss
 from .mmzone import jiffies_ms
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
+from .sched import MAX_STEP_NS
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, REGION_FILE_MAPPED,
     VM_WRITE, WMARK_PROMO, folio_nr_pages, region_of,
@@ -143,7 +144,7 @@ def numa_hint_fault_latency(s, p, head, ms):
     """Time since the folio's access time was last stamped; re-stamps it with now (xchg). The
     kernel's jiffies are one clock, so a stamp is never later than now; here another thread may
     stamp at a clock up to the lead the run loop allows ahead of this one (engine.run: a quantum
-    past the runner-up), so a stamp within that lead ahead of now is a latency of 0, not a
+    past the runner-up and one step), so a stamp within that lead ahead of now is a latency of 0, not a
     difference wrapped to nearly the field's range (which would class the hottest folio cold).
     Beyond it the difference wraps as the kernel's does."""
     mask = access_time_mask(p)
@@ -156,9 +157,10 @@ def numa_hint_fault_latency(s, p, head, ms):
 
 @jit_inline
 def stamp_lead_ms(p):
-    """The most (kernel) ms another entity's clock can be ahead of a running task's: twice the
-    quantum the run loop allows, and a jiffy for the stamps' rounding."""
-    return jiffies_ms(p, 2 * np.int64(p[P.QUANTUM_NS])) + MSEC_PER_JIFFY
+    """The most (kernel) ms another entity's clock can be ahead of a running task's: a quantum and
+    the longest step the run loop allows (sched.MAX_STEP_NS), and a jiffy for the stamps'
+    rounding."""
+    return jiffies_ms(p, np.int64(p[P.QUANTUM_NS]) + MAX_STEP_NS) + MSEC_PER_JIFFY
 
 
 @jit_inline
