@@ -141,3 +141,26 @@ def test_a_stalled_fault_whose_page_another_task_brought_in_leaves_nothing_pendi
     res = sim.run().result()
     assert res.counters["allocstall"] > 0
     assert (sim.state.task["dr_after"] == 0).all() and (sim.state.task["dr_state"] == 0).all()
+
+
+def test_a_phase_starts_when_its_last_task_is_through_before_kswapd_runs_on():
+    """anon-swap's populate phase ends with kswapd reclaiming: the read phase starts when the last
+    task got through its input (engine.run returns STATUS_PHASE there, Simulation._start_phase),
+    so no CPU is further ahead of the phase's start than the time rules allow (a quantum and a
+    step), where kswapd used to run on alone until it slept and every task then started at its
+    clock."""
+    sim = build(CONFIG_RUNS["anon-swap-single-node"])
+    seen = []
+    start_phase = sim._start_phase
+
+    def record(ch):
+        last = int(sim.state.task["end"].max())
+        start_phase(ch)
+        seen.append((last, sim.phase_start_ns, int(sim.state.cpu["clock"].max())))
+    sim._start_phase = record
+    sim.run()
+    seen = [x for x in seen if x[0] > 0]                  # the read phase (the populate's starts at 0)
+    assert seen
+    for last, t0, ahead in seen:
+        assert t0 == last                                  # the last task to get through releases it
+        assert 0 < ahead - t0 <= sim.p[P.QUANTUM_NS] + MAX_STEP_NS   # kswapd's CPU, at work meanwhile

@@ -323,6 +323,7 @@ class Simulation:
         self._arm_events()
         feed.pull()      # before any quantum: a first chunk that starts a phase sets the tasks' stops
         while True:
+            self.state.sys[0]["phase_held"] = feed.held is not None
             status = run(self.state, self.p, inp.offsets, inp.pages, inp.ops, inp.pos, self._scratch, self._cands)
             if status == st.STATUS_SAMPLES_FULL:
                 self._drain_samples()
@@ -339,6 +340,8 @@ class Simulation:
                 feed.need(int(self.state.sys[0]["need_input"]))
             elif status == st.STATUS_EVENT:
                 self._events_due()
+            elif status == st.STATUS_PHASE:
+                feed.next_phase()             # the last task is through: the held phase starts
             elif not feed.next_phase():       # every task has exited or run all its input
                 break
         mem_bw_flush_all(self.state.mem, self.state.membw)
@@ -407,14 +410,17 @@ class Simulation:
                                    "bug, please report it with the run's config)")
 
     def _start_phase(self, ch) -> None:
-        """Chunk.start_phase: every task starts the next chunk at the latest CPU clock (an earlier
-        CPU idles until then), or start_offsets_ns later, with empty latency histograms that
-        count from ramp_ns after its start, and stops issuing accesses runtime_ns after that (None:
-        no limit)."""
+        """Chunk.start_phase: every task starts the next chunk when the last task got through the
+        previous one (engine.run stops there, STATUS_PHASE, so kswapd and the timers are no further
+        than the time rules allow), and no earlier than every CPU's clock (a new run() starts
+        at the latest time reached); an earlier CPU idles until then, a CPU a kswapd took ahead
+        keeps its clock. Or start_offsets_ns later, with empty latency histograms that count from
+        ramp_ns after its start, and stops issuing accesses runtime_ns after that (None: no
+        limit)."""
         s = self.state
         assert s.sys[0]["resume_cpu"] < 0, "a phase starts while a quantum waits for input"
-        t0 = int(max(s.cpu["clock"].max(), s.task["end"].max()))
-        s.cpu["clock"] = t0
+        t0 = int(max(s.cpu["clock"].min(), s.task["end"].max()))
+        s.cpu["clock"] = np.maximum(s.cpu["clock"], t0)
         s.task["end"] = t0
         own = t0 if ch.start_offsets_ns is None else t0 + np.asarray(ch.start_offsets_ns, np.int64)
         if ch.start_offsets_ns is not None:

@@ -74,12 +74,12 @@ from .params import P
 from .profile import K, charge
 from .reclaim import kswapd_step
 from .sched import (
-    INF, cpu_ready_at, kswapd_dequeue, note_clock_spread, sched_account, sched_dequeue_task, sched_init_chunk,
+    INF, cpu_ready_at, kswapd_dequeue, no_task_has_work, note_clock_spread, sched_account, sched_dequeue_task, sched_init_chunk,
     sched_need_pick, sched_next_event, sched_resched, sched_wake_task,
 )
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
-    DR_NONE, STATUS_DONE, STATUS_EVENT, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
+    DR_NONE, STATUS_DONE, STATUS_EVENT, STATUS_PHASE, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
@@ -424,6 +424,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 # CPU's now, which is what says it stopped (Progress.stopped reads task.end)
                 s.task[t].end = max(s.task[t].end, clock)
                 sched_dequeue_task(s, t)
+                if s.sys[0].phase_held and no_task_has_work(s, task_pos, offsets):
+                    return STATUS_PHASE             # the last task is through: the next phase starts now
                 continue
             cpumask_set_cpu(s, s.task[t].mm, c)
             s.sys[0].current = t
@@ -559,7 +561,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
         sched_account(s, t, clock - start)
         s.task[t].end = clock
         s.cpu[c].clock = clock
-        if s.task[t].dead or (pos >= end and s.task[t].input_end):
+        gone = s.task[t].dead or (pos >= end and s.task[t].input_end)
+        if gone:
             sched_dequeue_task(s, t)        # it exited, or its input is done
         elif sleep:
             io_sleep(s, t, pages[np.uint64(pos)], clock)
@@ -567,6 +570,10 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             s.sys[0].now = clock
         if status != STATUS_DONE:
             return status
+        if gone and s.sys[0].phase_held and no_task_has_work(s, task_pos, offsets):
+            # the last task is through its input and the next phase waits for it: it starts now,
+            # before kswapd or a timer runs on past the tasks (the time rules hold at a barrier too)
+            return STATUS_PHASE
         if dry:
             s.sys[0].resume_cpu = c
             s.sys[0].resume_limit = limit

@@ -176,6 +176,15 @@ def task_has_work(s, t, task_pos, offsets):
 
 
 @jit
+def no_task_has_work(s, task_pos, offsets):
+    """Every task has exited or run all its input (task_has_work for none)."""
+    for t in range(s.task.shape[0]):
+        if task_has_work(s, t, task_pos, offsets):
+            return False
+    return True
+
+
+@jit
 def update_min_vruntime(s, c):
     """min_vruntime = max(min_vruntime, the smallest vruntime on the runqueue)."""
     lo = INF

@@ -152,6 +152,8 @@ STATUS_SEGV = 4    # an access to a page no VMA of the task's mm maps (sys.segv_
 STATUS_NEED_INPUT = 5   # the task in sys.need_input ran out of input within its quantum (engine.run)
 STATUS_EVENT = 6        # a run-script event is due: the earliest clock reached sys.event_at, or a task
                         # recorded the mark task.event_mark (tierlab/events.py)
+STATUS_PHASE = 7        # sys.phase_held and the last task has run its input: the next phase starts now,
+                        # before kswapd or a timer runs on (engine.run)
 
 NO_MM = -1         # regions.mm of an unmapped slot or a read()-only file
 MM_CPUMASK_WORDS = 64   # mm_cpumask: one bit per CPU slot of `cpu`, NR_CPUS = 4096
@@ -406,6 +408,7 @@ SYS_DTYPE = np.dtype([
     ("max_clock_spread", np.int64),  # ns: the most any live entity was ahead of the next to run, at a sample
     ("max_step_ns", np.int64),       # ns: the longest step past a quantum's limit (its last access) or kswapd batch
     ("event_at", np.int64),          # ns: the next run-script event on the clock (NO_STOP: none)
+    ("phase_held", np.int64),        # 1: the next phase waits for every task to run its input (feed.ChunkFeed)
 ], align=True)
 
 
