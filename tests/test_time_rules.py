@@ -164,3 +164,25 @@ def test_a_phase_starts_when_its_last_task_is_through_before_kswapd_runs_on():
     for last, t0, ahead in seen:
         assert t0 == last                                  # the last task to get through releases it
         assert 0 < ahead - t0 <= sim.p[P.QUANTUM_NS] + MAX_STEP_NS   # kswapd's CPU, at work meanwhile
+
+
+def test_a_lock_outrun_by_a_long_system_call_warns_and_otherwise_is_an_error():
+    """A lock booking behind its calendar's ring after a step longer than the time rules' bound (a
+    system call that moves many pages is one step) is warned about, naming the step; without such
+    a step, and for memory bandwidth always, it is an engine bug and stops the run."""
+    from tierlab.errors import TimeRulesWarning
+    sim = build(CONFIG_RUNS["multi-task-pread"])
+    sim.run()
+    s = sim.state
+    s.locks["nr_beyond"][0] = 1
+    s.sys[0]["max_step_ns"] = 3 * MAX_STEP_NS
+    with pytest.warns(TimeRulesWarning, match=r"lru_lock of .*longest step was 1,200 us"):
+        sim._check_horizons()
+    s.sys[0]["max_step_ns"] = MAX_STEP_NS
+    with pytest.raises(RuntimeError, match="engine bug"):
+        sim._check_horizons()
+    s.locks["nr_beyond"][0] = 0
+    s.membw["nr_beyond"][0] = 1
+    s.sys[0]["max_step_ns"] = 3 * MAX_STEP_NS
+    with pytest.raises(RuntimeError, match="memory bandwidth"):
+        sim._check_horizons()

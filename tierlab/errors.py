@@ -21,6 +21,11 @@ class CapacityError(TierlabError, MemoryError):
     """The simulation state would not fit in the host's available memory."""
 
 
+class TimeRulesWarning(UserWarning):
+    """A run took a step longer than the time rules bound (sched.MAX_STEP_NS), and a lock calendar was
+    outrun: some lock holds were served without their wait. The message names the step's length."""
+
+
 class LimitedEffectWarning(UserWarning):
     """A valid knob combination whose effect is limited in a way that is easy to miss (e.g. migrc=on
     with migration_entry_ad=1: written anon memory is never deferred); the message says why."""

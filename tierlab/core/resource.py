@@ -44,7 +44,8 @@ horizon (its bin's slot already holds a newer bin) is counted in `nr_beyond`: it
 and whoever moved `head` that far ahead filled them (a device's backlog of requests queued longer
 than the ring), so they are taken as full and it is served from the oldest bin the ring holds.
 For memory bandwidth and locks that cannot happen within the time rules, and Simulation.run
-stops with an error if it did; calendar_fill_bin (a caller that kept a bin's room itself) adds a unit older
+stops with an error if it did (a lock outrun by a system call that moves many pages, one step of
+any length, is warned about instead); calendar_fill_bin (a caller that kept a bin's room itself) adds a unit older
 than the horizon to `beyond` unchecked. A
 request larger than the whole ring's capacity wraps over its own bins: the ceiling then holds only
 over the last horizon (documented, not refused: no user books that much at once).
