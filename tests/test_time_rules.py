@@ -97,7 +97,7 @@ def test_a_stamp_from_a_thread_ahead_is_a_latency_of_zero():
         assert numa_hint_fault_latency(s, p, 0, now) == want, stamp
         assert int(s.pages.stamp[0]) == now & mask          # re-stamped with now
     # under --scale F the kernel's clock runs F x faster: the lead covers a quantum and the longest
-    # step in kernel ms (at 64: (20 + 400) us x 64 = 26.9 ms, on the jiffies grid, plus a jiffy)
+    # step in kernel ms (at 64: (20 + 500) us x 64 = 33.3 ms, on the jiffies grid, plus a jiffy)
     for scale in (1.0, 64.0):
         q = p.copy()
         q[P.SCALE] = scale
@@ -176,7 +176,7 @@ def test_a_lock_outrun_by_a_long_system_call_warns_and_otherwise_is_an_error():
     s = sim.state
     s.locks["nr_beyond"][0] = 1
     s.sys[0]["max_step_ns"] = 3 * MAX_STEP_NS
-    with pytest.warns(TimeRulesWarning, match=r"lru_lock of .*longest step was 1,200 us"):
+    with pytest.warns(TimeRulesWarning, match=r"lru_lock of .*longest step was 1,500 us"):
         sim._check_horizons()
     s.sys[0]["max_step_ns"] = MAX_STEP_NS
     with pytest.raises(RuntimeError, match="engine bug"):

@@ -400,7 +400,8 @@ class Simulation:
         step, the task sleeps through it) or a reclaim batch, at most sched.MAX_STEP_NS -- well
         inside the rings (134 ms, and 2.1 ms for a lock: at least 4x that lead). A bandwidth booking
         beyond is an engine bug: an error. A system call that moves or drops many pages
-        (move_pages, migrate_pages, mbind, drop_caches) is still one step of any length (issue #28),
+        (migrate_pages, mbind, drop_caches; move_pages goes a batch per step) is still one step of
+        any length (issue #28),
         and can outrun a lock's ring: its lock holds were served without their wait, which is
         warned about (TimeRulesWarning) and counted (Result.locks `beyond`). A device's ring
         (537 ms) can be outrun by a backlog of requests queued longer than that: counted in its

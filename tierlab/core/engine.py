@@ -482,7 +482,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             io_unhold(s, t)             # a task back from a read retakes its access right here
             if op & OP_CTRL:
                 cost, ok = task_ctrl(s, p, t, c, op, pages[np.uint64(pos)], clock, scratch, cands)
-                pos += 1
+                if s.task[t].ctrl_next == 0:
+                    pos += 1                # done; else a move_pages goes on in the next step
                 clock += np.int64(cost)
                 if not ok:
                     status = STATUS_SEGV

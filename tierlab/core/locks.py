@@ -27,12 +27,13 @@ one or two short critical sections, so two holds that overlap in virtual time se
 FIFO ticket lock, to within one bin: the second waits for the first one's bins to fill. The holds
 of clients that run later in host order but earlier in virtual time find the room of their own
 time (the calendar's point). The ring of state.LOCK_BINS = 8192 bins spans 2.1 ms of virtual
-time, at least 4x the most the clocks spread: a quantum (at most 100 us, config.QUANTUM_US) plus
-one step (a reclaim batch that swaps out 32 pages, ~330 us; a read's wait ends a step, the task
-sleeps through it). A hold booked further back than that is served without a wait and counted
+time, at least 4x the most the clocks spread: a quantum (at most 24 us, config.QUANTUM_US) plus
+one step (sched.MAX_STEP_NS, 500 us: a reclaim batch that swaps out 32 pages, ~330 us, or a
+move_pages migration batch of 512 pages, ~460 us; a read's wait ends a step, the task sleeps
+through it). A hold booked further back than that is served without a wait and counted
 (`beyond` in the Result's `locks` table): Simulation.run warns (TimeRulesWarning) when a longer
-step did it -- a system call moving or dropping many pages is still one step -- and otherwise
-stops with an error, an engine bug. 128 KiB per lock: one per node and
+step did it -- migrate_pages, mbind's move and drop_caches are still one step each -- and
+otherwise stops with an error, an engine bug. 128 KiB per lock: one per node and
 per region.
 
 Hold times are costs (costs.py: lru_lock_ns + lru_lock_folio_ns per folio, xa_lock_ns), each with

@@ -195,7 +195,8 @@ def page_movement_ctrl(s, p, task, op, arg, now, folios, cands):
     CTRL_MBIND, CTRL_SET_MEMPOLICY) of `task`: the syscall's entry and exit, then the call. Returns (cost in ns, ok); not ok (mbind
     of a slot the task's mm does not map) records a SIGSEGV as mm.do_ctrl does."""
     kind = op & CTRL_KIND_MASK
-    cost = syscall_entry_ns(s, p)
+    # a move_pages that goes on (task.ctrl_next) entered the system call in an earlier step
+    cost = syscall_entry_ns(s, p) if s.task[task].ctrl_next == 0 else 0.0
     t = now + np.int64(cost)
     if kind == CTRL_MIGRATE_PAGES:
         return cost + do_migrate_pages(s, p, task, arg >> MIGRATE_FROM_SHIFT, arg & 255, t, folios)[1], True

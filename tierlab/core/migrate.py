@@ -207,9 +207,15 @@ def queue_folio(s, p, folios, n, queued, head, dst, now):
 @jit
 def do_pages_move(s, p, task, r, npages, dst, now, folios):
     """move_pages(2) by `task` of the first npages pages of slot r (0: the whole slot) to node dst
-    (the module docstring says what each page's status is). Returns the cost in ns."""
-    cost = lru_add_drain_all(s, p, now)          # lru_cache_disable()
-    st = s.task[task].move_status
+    (the module docstring says what each page's status is), one migration batch per call: after a
+    batch it returns with task.ctrl_next at the page to go on from, and the engine calls it again
+    in the task's next step, so a large move does not run ahead of the other entities as one
+    step. Returns the cost in ns."""
+    t = s.task[task]
+    cost = 0.0
+    if t.ctrl_next == 0:
+        cost = lru_add_drain_all(s, p, now)      # lru_cache_disable()
+    st = t.move_status
     mm = s.task[task].mm
     lo = s.regions.start[r]
     hi = s.regions.start[r + 1] if npages <= 0 else min(lo + npages, s.regions.start[r + 1])
@@ -217,7 +223,11 @@ def do_pages_move(s, p, task, r, npages, dst, now, folios):
     ours = s.regions.mm[r] == mm
     n = 0
     queued = 0
-    for x in range(lo, hi):
+    first = lo if t.ctrl_next == 0 else t.ctrl_next
+    t.ctrl_next = 0
+    for x in range(first, hi):
+        if t.ctrl_next != 0:
+            break
         if not ours or x >= s.regions.end[r]:
             st[MP_EFAULT] += 1
             continue
@@ -237,6 +247,8 @@ def do_pages_move(s, p, task, r, npages, dst, now, folios):
             st[MP_MOVED] -= failed
             st[MP_NOT_MIGRATED] += failed
             cost += c
+            if n == 0 and x + 1 < hi:
+                t.ctrl_next = x + 1              # a batch went: the rest in the next step
     if n > 0:
         failed, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
         st[MP_MOVED] -= failed

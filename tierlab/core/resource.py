@@ -37,7 +37,8 @@ newest bin touched (`head`): its horizon is nbins * w of virtual time. Every cal
 bins (one record type); its user chooses w small enough for the precision wanted (a request finds
 room or not per bin) and large enough that the horizon is far more than the spread of the
 clients' clocks, which the run loop's time rules bound by a quantum plus the longest single step
-of one entity (a kswapd or direct-reclaim batch that swaps out 32 pages, ~330 us; a read's wait
+of one entity (a kswapd or direct-reclaim batch that swaps out 32 pages, ~330 us, a move_pages
+migration batch, ~460 us; a read's wait
 is not a step, the task sleeps through it): locks 2.1 ms, at least 4x that lead with the largest
 quantum config accepts, memory bandwidth 134 ms, devices 537 ms. A request at a time older than the
 horizon (its bin's slot already holds a newer bin) is counted in `nr_beyond`: its bins are gone,

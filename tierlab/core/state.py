@@ -316,6 +316,7 @@ TASK_DTYPE = np.dtype([
                                      # taken again (-1: none; reclaim.folio_held_for_read)
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
     ("move_status", np.int64, (NR_MP_STATUS,)),  # move_pages(2) pages by outcome (migrate.py MP_*)
+    ("ctrl_next", np.int64),         # a move_pages(2) under way goes on at this page (0: none): a batch per step
     ("event_mark", np.int64),        # a run-script event is due when nr_marks reaches this (0: none)
     # the task's direct reclaim in progress (page_alloc.direct_reclaim_step: __alloc_pages_slowpath's
     # reclaim rounds, resumable one reclaim batch at a time)
