@@ -115,6 +115,52 @@ def test_munmap_zaps_and_the_slot_is_reused_by_another_process():
     check_invariants(sim)
 
 
+def test_munmap_goes_a_page_table_per_call_with_the_vma_detached():
+    """munmap of a 2,048-page VMA with 1,100 pages stored to (pages 0-999 and 1,948-2,047): four
+    calls, one per page table (512 pages); after the first, the VMA is detached: a fault in it finds
+    no VMA, while a present page not zapped yet is still mapped; the gather holds 1,100 pages (below
+    MMU_GATHER_MAX_PAGES), so the only flush is tlb_finish_mmu's, of the cleared range [0, 2048):
+    one full flush, as in one pass. A munmap touching 10 pages flushes those 10 pages one by one
+    (the range is that of the PTEs cleared, not the VMA)."""
+    from tierlab.core.mm import ZAP_STEP_PAGES, do_munmap, vma_covers
+    from tierlab.core.vmstat import Vm
+    m = machine((4096, 2, DRAM))
+    sim = make(m, [Region("buf", "anon", 2048), Region("small", "anon", 2048)],
+               [Process("p", vmas=("buf", "small"))], lru_batch_size=1)
+    s = sim.state
+    touched = list(range(1000)) + list(range(1948, 2048))
+    sim.run(chunks=[chunk([(i, STORE) for i in touched] + [(2048 + i, STORE) for i in range(10)])])
+    assert int(s.mm[0]["rss_anon"]) == 1110
+    flushes = lambda: (int(s.counters[:, Vm.NR_TLB_LOCAL_FLUSH_ALL].sum()),
+                       int(s.counters[:, Vm.NR_TLB_LOCAL_FLUSH_ONE].sum()))
+    before = flushes()
+    c = sim.costs
+    per_page = c["zap_pte_ns"] + c["zap_rmap_ns"] + c["free_folio_ns"]
+    calls = []
+    while True:
+        ok, cost = do_munmap(s, sim.p, 0, 0, np.int64(10**9))
+        assert ok
+        calls.append(cost)
+        if int(s.task[0]["ctrl_next"]) == 0:
+            break
+        assert s.regions.vm_flags[0] & st.VMA_DETACHED
+        assert not vma_covers(s, 0, 0, 0, True, False)                 # page 0 is zapped: no VMA
+        assert s.pages.flags2[2000] & st.F2_MAPPED                      # not zapped yet: mapped
+        assert flushes() == before
+    assert len(calls) == 2048 // ZAP_STEP_PAGES
+    assert max(calls) <= ZAP_STEP_PAGES * per_page + c["tlb_flush_ns"] + c["vma_op_ns"] + 5_000
+    assert flushes() == (before[0] + 1, before[1])
+    assert int(s.mm[0]["rss_anon"]) == 10 and int(s.regions.mm[0]) == st.NO_MM
+    assert not s.regions.vm_flags[0] & st.VMA_DETACHED
+    while True:
+        assert do_munmap(s, sim.p, 0, 1, np.int64(10**9))[0]
+        if int(s.task[0]["ctrl_next"]) == 0:
+            break
+    assert flushes() == (before[0] + 1, before[1] + 10)
+    assert int(s.mm[0]["rss_anon"]) == 0
+    check_invariants(sim)
+
+
 def test_brk_shrink_frees_the_tail_and_grow_maps_more():
     m = machine((256, 2, DRAM))
     sim = make(m, [Region("heap", "anon", 64)], [Process("p")], lru_batch_size=1)
@@ -456,3 +502,25 @@ def test_seed002_setup_from_a_config():
     with pytest.raises(ConfigError, match="cpunodebind: node 2 has no CPUs"):
         build({"machine": "bergamo-cxl", "workload": "random-read", "scale": 1024,
                "params": {"cpunodebind": "2"}})
+
+
+def test_large_unmaps_go_a_page_table_per_step():
+    """anon-pressure's hog shrinks its 4,096-page heap to a quarter with brk() and then exits, twice
+    over, while the reader runs: each unmap goes a page table (512 pages) per call (mm.zap_step), so
+    no step comes near the ~0.7 ms a whole shrink's zap costs; the heap is freed entirely, the mm's
+    RSS is 0 and the reader outlives the hog."""
+    from tierlab.api import build
+    from tierlab.core.mm import ZAP_STEP_PAGES
+    sim = build({"machine": "qemu-2node", "workload": "anon-pressure", "scale": 16, "seed": 1,
+                 "params": {"file_size": "64MiB", "anon_size": "256MiB", "cycles": "40", "rounds": "2",
+                            "shrink_to": "0.25", "hold_passes": "1"}})
+    res = sim.run().result()
+    s = sim.state
+    c = sim.costs
+    per_page = c["zap_pte_ns"] + c["zap_rmap_ns"] + c["free_folio_ns"]
+    assert s.task["dead"].tolist() == [0, 1] and res.task_times_s[1] < res.task_times_s[0]
+    assert int(s.mm[1]["rss_anon"]) == 0 and int(s.mm[1]["users"]) == 0
+    assert int(s.sys[0]["max_step_ns"]) < 2 * ZAP_STEP_PAGES * per_page < 3072 * per_page
+    assert (s.task["ctrl_next"] == 0).all()
+    assert (s.regions.vm_flags & 0x4).sum() == 0           # no VMA left detached
+    check_invariants(sim)

@@ -56,9 +56,10 @@ class TaskInput:
         self.added += add
 
 
-    def insert(self, t: int, pages: np.ndarray, ops: np.ndarray) -> None:
-        """Ops task t runs next, before the rest of its input (a run-script event's system call)."""
-        lo, n = int(self.pos[t]), pages.shape[0]
+    def insert(self, t: int, pages: np.ndarray, ops: np.ndarray, after: int = 0) -> None:
+        """Ops task t runs next, before the rest of its input (a run-script event's system call), or
+        after its next `after` ops (a system call under way finishes first)."""
+        lo, n = int(self.pos[t]) + after, pages.shape[0]
         self.pages = np.concatenate([self.pages[:lo], pages, self.pages[lo:]])
         self.ops = np.concatenate([self.ops[:lo], ops, self.ops[lo:]])
         self.offsets[t + 1:] += n

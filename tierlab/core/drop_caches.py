@@ -23,27 +23,42 @@ from .mmzone import free_folio
 from .params import P
 from .profile import K, charge
 from .state import (
-    F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SHADOW, PG_DIRTY, PG_ISOLATED, PG_LRU, REGION_FILE, STAMP_NONE,
+    F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SHADOW, LRU_BATCH_MAX, PG_DIRTY, PG_ISOLATED, PG_LRU, REGION_FILE,
+    STAMP_NONE,
     folio_head, folio_nr_pages,
 )
 
 DROP_PAGECACHE = 1     # the value written: 1 page cache, 2 slab, 3 both
 DROP_SLAB = 2
+FOLIO_BATCH_SIZE = LRU_BATCH_MAX   # PAGEVEC_SIZE: the entries find_lock_entries() returns at once
 
 
 @jit
-def drop_pagecache(s, p, now):
-    """Drop every clean, unmapped, unisolated page-cache folio. Returns (pages dropped, cost)."""
-    cost = lru_add_drain_all(s, p, now)
+def drop_pagecache(s, p, task, now):
+    """Drop every clean, unmapped, unisolated page-cache folio, one folio batch (FOLIO_BATCH_SIZE
+    page-cache folios looked at) per call, as mapping_try_invalidate() may reschedule after each:
+    while the write is under way task.ctrl_next is 1 + the page to go on from. Returns (pages
+    dropped, cost)."""
+    t = s.task[task]
+    cost = 0.0
+    first = 0
+    if t.ctrl_next == 0:
+        cost = lru_add_drain_all(s, p, now)
+    else:
+        first = t.ctrl_next - 1
+    t.ctrl_next = 0
     dropped = 0
+    seen = 0
     for r in range(s.regions.kind.shape[0]):
         if s.regions.kind[r] != REGION_FILE:
             continue
-        x = s.regions.start[r]
+        x = max(s.regions.start[r], first)
         while x < s.regions.start[r + 1]:
             head = folio_head(s, x)
             nr = folio_nr_pages(s, head)
             f, f2 = s.pages.flags[head], s.pages.flags2[head]
+            if f2 & F2_PRESENT:
+                seen += 1
             if ((f2 & F2_PRESENT) and not (f2 & F2_MAPPED) and (f & PG_LRU) and not (f & PG_ISOLATED)
                     and not (f & PG_DIRTY)):
                 lruvec_del_folio(s, head)
@@ -56,13 +71,16 @@ def drop_pagecache(s, p, now):
                 dropped += nr
                 cost += charge(s, K.REMOVE_MAPPING, p[P.RECLAIM_FREE_NS])
             x = head + nr
+            if seen == FOLIO_BATCH_SIZE:
+                t.ctrl_next = x + 1                  # a batch: the rest in the next step
+                return dropped, cost
     return dropped, cost
 
 
 @jit
-def drop_caches_ctrl(s, p, what, now):
-    """The write() to drop_caches (`what` as written). Returns the cost in ns."""
-    cost = syscall_entry_ns(s, p)
+def drop_caches_ctrl(s, p, task, what, now):
+    """The write() to drop_caches (`what` as written) by `task`. Returns the cost in ns."""
+    cost = syscall_entry_ns(s, p) if s.task[task].ctrl_next == 0 else 0.0
     if what & DROP_PAGECACHE:
-        cost += drop_pagecache(s, p, now + np.int64(cost))[1]
+        cost += drop_pagecache(s, p, task, now + np.int64(cost))[1]
     return cost

@@ -239,11 +239,11 @@ def task_ctrl(s, p, task, cpu, op, arg, clock, scratch, cands):
     if kind == CTRL_MOVE_PAGES or kind == CTRL_MIGRATE_PAGES or kind == CTRL_MBIND or kind == CTRL_SET_MEMPOLICY:
         c, ok = page_movement_ctrl(s, p, task, op, arg, clock + np.int64(cost), scratch, cands)
     elif kind == CTRL_DROP_CACHES:
-        c, ok = drop_caches_ctrl(s, p, arg, clock + np.int64(cost)), True
+        c, ok = drop_caches_ctrl(s, p, task, arg, clock + np.int64(cost)), True
     else:
         c, ok = do_ctrl(s, p, task, op, arg, clock + np.int64(cost))
     cost += c
-    if exiting and ok and s.mm[s.task[task].mm].users == 0:
+    if exiting and ok and s.task[task].dead and s.mm[s.task[task].mm].users == 0:   # its mm torn down
         start_waiting(s, p, s.task[task].mm, clock + np.int64(cost))
     return cost, ok
 
@@ -483,7 +483,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if op & OP_CTRL:
                 cost, ok = task_ctrl(s, p, t, c, op, pages[np.uint64(pos)], clock, scratch, cands)
                 if s.task[t].ctrl_next == 0:
-                    pos += 1                # done; else a move_pages goes on in the next step
+                    pos += 1                # done; else the call goes on with its next piece
                 clock += np.int64(cost)
                 if not ok:
                     status = STATUS_SEGV

@@ -32,8 +32,8 @@ one step (sched.MAX_STEP_NS, 500 us: a reclaim batch that swaps out 32 pages, ~3
 move_pages migration batch of 512 pages, ~460 us; a read's wait ends a step, the task sleeps
 through it). A hold booked further back than that is served without a wait and counted
 (`beyond` in the Result's `locks` table): Simulation.run warns (TimeRulesWarning) when a longer
-step did it -- migrate_pages, mbind's move and drop_caches are still one step each -- and
-otherwise stops with an error, an engine bug. 128 KiB per lock: one per node and
+step did it -- only costs set far above their defaults make one: system calls that move, drop or
+unmap many pages go a bounded piece per step -- and otherwise stops with an error, an engine bug. 128 KiB per lock: one per node and
 per region.
 
 Hold times are costs (costs.py: lru_lock_ns + lru_lock_folio_ns per folio, xa_lock_ns), each with

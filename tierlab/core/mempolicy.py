@@ -89,9 +89,17 @@ def folio_queueable(s, head):
 @jit
 def do_migrate_pages(s, p, task, from_mask, dst, now, folios):
     """migrate_pages(2) of the task's own mm: every mapped folio on a node of from_mask (dst
-    excluded) to node dst. Returns (folios not migrated, cost in ns)."""
-    cost = lru_add_drain_all(s, p, now)
-    mm = s.task[task].mm
+    excluded) to node dst, one migration batch per call (as do_pages_move: task.ctrl_next is 1 +
+    the page to go on from while the call is under way). Returns (folios not migrated, cost in ns)."""
+    t = s.task[task]
+    cost = 0.0
+    first = 0
+    if t.ctrl_next == 0:
+        cost = lru_add_drain_all(s, p, now)
+    else:
+        first = t.ctrl_next - 1
+    t.ctrl_next = 0
+    mm = t.mm
     m = np.uint64(from_mask)
     n = 0
     queued = 0
@@ -99,7 +107,7 @@ def do_migrate_pages(s, p, task, from_mask, dst, now, folios):
     for r in range(s.regions.kind.shape[0]):
         if s.regions.mm[r] != mm:
             continue
-        x = s.regions.start[r]
+        x = max(s.regions.start[r], first)
         while x < s.regions.end[r]:
             head = folio_head(s, x)
             nr = folio_nr_pages(s, head)
@@ -109,6 +117,9 @@ def do_migrate_pages(s, p, task, from_mask, dst, now, folios):
                 n, queued, f, c = queue_folio(s, p, folios, n, queued, head, dst, now + np.int64(cost))
                 failed += f
                 cost += c
+                if n == 0:
+                    t.ctrl_next = head + nr + 1      # a batch went: the rest in the next step
+                    return failed, cost
             x = head + nr
     if n > 0:
         f, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
@@ -155,20 +166,27 @@ def do_set_mempolicy(s, task, mode, flags, mask):
 def do_mbind(s, p, task, r, mode, flags, mask, now, folios, cands):
     """mbind(2) of slot r by `task` (its VMA must be the task's mm's): set the policy and, with
     MPOL_MF_MOVE, move the mapped folios on nodes outside `mask` to where the new policy places
-    them, one migrate_pages() per run of folios with the same target. Returns (ok, cost in ns)."""
-    if s.regions.mm[r] != s.task[task].mm:
-        return False, 0.0
-    set_region_policy(s, r, mode, flags, mask)
-    s.regions.vma_policy[r] = 1
-    if not (flags & MPOL_MF_MOVE) or mode == MPOL_DEFAULT:
-        return True, 0.0
-    cost = lru_add_drain_all(s, p, now)
-    cpu_nid = s.cpu[s.task[task].cpu].node
+    them, one migrate_pages() per run of folios with the same target, and one migration (a batch or
+    a run's end) per call, as do_pages_move (task.ctrl_next). Returns (ok, cost in ns)."""
+    t = s.task[task]
+    cost = 0.0
+    if t.ctrl_next == 0:
+        if s.regions.mm[r] != t.mm:
+            return False, 0.0
+        set_region_policy(s, r, mode, flags, mask)
+        s.regions.vma_policy[r] = 1
+        if not (flags & MPOL_MF_MOVE) or mode == MPOL_DEFAULT:
+            return True, 0.0
+        cost = lru_add_drain_all(s, p, now)
+        x = s.regions.start[r]
+    else:
+        x = t.ctrl_next - 1
+    t.ctrl_next = 0
+    cpu_nid = s.cpu[t.cpu].node
     m = np.uint64(mask)
     n = 0
     queued = 0
     dst = -1
-    x = s.regions.start[r]
     while x < s.regions.end[r]:
         head = folio_head(s, x)
         nr = folio_nr_pages(s, head)
@@ -177,12 +195,15 @@ def do_mbind(s, p, task, r, mode, flags, mask, now, folios, cands):
             to = cands[0] if policy_nodes(s, r, cpu_nid, head - s.regions.start[r], cands) > 0 else -1
             if n > 0 and to != dst:
                 cost += migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))[1]   # a list per target
-                n = 0
-                queued = 0
+                t.ctrl_next = head + 1               # this folio, in the next step
+                return True, cost
             if to >= 0 and folio_isolate_lru(s, head):
                 dst = to
                 n, queued, _, c = queue_folio(s, p, folios, n, queued, head, dst, now + np.int64(cost))
                 cost += c
+                if n == 0:
+                    t.ctrl_next = head + nr + 1      # a batch went: the rest in the next step
+                    return True, cost
         x = head + nr
     if n > 0:
         cost += migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))[1]
@@ -195,7 +216,7 @@ def page_movement_ctrl(s, p, task, op, arg, now, folios, cands):
     CTRL_MBIND, CTRL_SET_MEMPOLICY) of `task`: the syscall's entry and exit, then the call. Returns (cost in ns, ok); not ok (mbind
     of a slot the task's mm does not map) records a SIGSEGV as mm.do_ctrl does."""
     kind = op & CTRL_KIND_MASK
-    # a move_pages that goes on (task.ctrl_next) entered the system call in an earlier step
+    # a call that goes on (task.ctrl_next) entered the system call in an earlier step
     cost = syscall_entry_ns(s, p) if s.task[task].ctrl_next == 0 else 0.0
     t = now + np.int64(cost)
     if kind == CTRL_MIGRATE_PAGES:

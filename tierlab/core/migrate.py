@@ -208,7 +208,7 @@ def queue_folio(s, p, folios, n, queued, head, dst, now):
 def do_pages_move(s, p, task, r, npages, dst, now, folios):
     """move_pages(2) by `task` of the first npages pages of slot r (0: the whole slot) to node dst
     (the module docstring says what each page's status is), one migration batch per call: after a
-    batch it returns with task.ctrl_next at the page to go on from, and the engine calls it again
+    batch it returns with task.ctrl_next at 1 + the page to go on from, and the engine calls it again
     in the task's next step, so a large move does not run ahead of the other entities as one
     step. Returns the cost in ns."""
     t = s.task[task]
@@ -223,7 +223,7 @@ def do_pages_move(s, p, task, r, npages, dst, now, folios):
     ours = s.regions.mm[r] == mm
     n = 0
     queued = 0
-    first = lo if t.ctrl_next == 0 else t.ctrl_next
+    first = lo if t.ctrl_next == 0 else t.ctrl_next - 1
     t.ctrl_next = 0
     for x in range(first, hi):
         if t.ctrl_next != 0:
@@ -248,7 +248,7 @@ def do_pages_move(s, p, task, r, npages, dst, now, folios):
             st[MP_NOT_MIGRATED] += failed
             cost += c
             if n == 0 and x + 1 < hi:
-                t.ctrl_next = x + 1              # a batch went: the rest in the next step
+                t.ctrl_next = x + 2              # a batch went: the rest (from x + 1) in the next step
     if n > 0:
         failed, c = migrate_folio_list(s, p, folios, n, dst, now + np.int64(cost))
         st[MP_MOVED] -= failed

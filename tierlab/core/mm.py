@@ -29,9 +29,14 @@ large anon folio a brk shrink cuts is split before the zap (huge_memory.deferred
 deferred_split shrinker's work done at once), so only the pages past the new end are freed; the
 lru_add batches of every CPU are drained before a zap (the kernel drains the local CPU's; folios
 in other CPUs' batches are freed when those drain); freed pages go back to their node as they are
-walked (the mmu_gather batches are counted for the cost: within
-one op nothing can observe the difference); exit_mmap's flushes are local (no other thread of the
-mm is left to shoot down).
+walked, not after the gather's next flush (the mmu_gather batches and flushes are counted for the
+cost, but another entity may find up to MMU_GATHER_MAX_PAGES pages free a little early);
+exit_mmap's flushes are local (no other thread of the mm is left to shoot down), one per VMA.
+
+A large unmap (munmap, a brk shrink, the teardown at exit) goes a page table per call, as
+zap_pmd_range() may reschedule after each: the task's step ends at its quantum as after any other
+access, and the call goes on in its next step (task.ctrl_next; the mmu_gather lives in the task
+record meanwhile). A munmap'd VMA is detached first (VMA_DETACHED), an exiting task is PF_EXITING.
 """
 from __future__ import annotations
 
@@ -50,13 +55,15 @@ from .sched import sched_exit_task
 from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_mm_range, local_flush, shootdown_ns
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
-    PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VM_WRITE, region_of,
+    PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VMA_DETACHED, VM_WRITE, region_of,
 )
 
 # mm/mmu_gather.c: the first batch is the MMU_GATHER_BUNDLE (8) pages embedded in struct mmu_gather;
 # then up to MAX_GATHER_BATCH_COUNT (10000 / MAX_GATHER_BATCH) pages of MAX_GATHER_BATCH pointers
 # ((PAGE_SIZE - 16) / 8 = 510) each; when they are full, __tlb_remove_page asks for tlb_flush_mmu
 MMU_GATHER_MAX_PAGES = 8 + (10000 // 510) * 510
+# zap_pmd_range() may reschedule (cond_resched) after each page table: PTRS_PER_PTE pages
+ZAP_STEP_PAGES = 512
 
 
 @jit_inline
@@ -116,7 +123,8 @@ def vma_covers(s, task, r, page, kind_is_pte, write):
         return True
     if write and not (s.regions.vm_flags[r] & VM_WRITE):
         return False
-    return s.regions.mm[r] == s.task[task].mm and page < s.regions.end[r]
+    return (s.regions.mm[r] == s.task[task].mm and page < s.regions.end[r]
+            and not (s.regions.vm_flags[r] & VMA_DETACHED))
 
 
 @jit
@@ -134,29 +142,52 @@ def tlb_flush_mmu_ns(s, p, mm, fullmm, start, nr_pages):
     return cost
 
 
+@jit_inline
+def tlb_gather_mmu(t):
+    """tlb_gather_mmu() into task record t: nothing gathered, no range to flush."""
+    t.tlb_gathered = 0
+    t.tlb_start = 0
+    t.tlb_end = 0
+
+
 @jit
-def zap_pte_range(s, p, r, lo, hi, fullmm, now):
-    """unmap_page_range() over pages [lo, hi) of slot r: clear every PTE, free the anon folios
-    (off their LRU), release swap entries; file folios stay in the page cache. Pages of the slot go
-    back to their untouched state, so the slot can be mapped again. Returns the cost in ns: per
-    present PTE (zap_pte_ns), per rmap removal (zap_rmap_ns: per folio or, under seed 001's v2
-    policies, per PTE: huge_memory.zap_rmap_batched), per freed folio (free_folio_ns), and one
-    tlb_flush_mmu per MMU_GATHER_MAX_PAGES gathered pages (and one at the end, tlb_finish_mmu, if
-    any page was gathered)."""
+def tlb_flush_gathered(s, p, t, mm, fullmm):
+    """tlb_flush_mmu() of task t's gather: the range of the PTEs cleared since the last flush (none:
+    no flush, as tlb_flush_mmu_tlbonly skips an empty range), and the gathered pages go. Returns the
+    cost."""
+    cost = 0.0
+    if t.tlb_end > 0:
+        cost = tlb_flush_mmu_ns(s, p, mm, fullmm, t.tlb_start, t.tlb_end - t.tlb_start)
+    tlb_gather_mmu(t)
+    return cost
+
+
+@jit_inline
+def tlb_track_range(t, x, nr):
+    """tlb_remove_tlb_entry(): a present PTE of pages [x, x + nr) was cleared (the walk goes up)."""
+    if t.tlb_end == 0:
+        t.tlb_start = x
+    t.tlb_end = x + nr
+
+
+@jit
+def zap_pte_range(s, p, t, r, lo, hi, fullmm, now):
+    """zap_pte_range() over pages [lo, hi) of slot r, gathering into task record t's mmu_gather:
+    clear every PTE, free the anon folios (off their LRU), release swap entries; file folios stay
+    in the page cache. Pages of the slot go back to their untouched state, so the slot can be mapped
+    again. Returns (cost in ns, the page after the last folio walked: >= hi). The cost: per PTE
+    cleared (zap_pte_ns), per rmap removal (zap_rmap_ns: per folio or, under seed 001's v2 policies,
+    per PTE: huge_memory.zap_rmap_batched), per freed folio (free_folio_ns), and one tlb_flush_mmu
+    of the cleared range each time MMU_GATHER_MAX_PAGES pages are gathered."""
     pg = s.pages
     mm = s.regions.mm[r]
     anon = s.regions.kind[r] == REGION_ANON
-    if anon:
-        deferred_split_at(s, lo)        # a large folio the range cuts keeps only its other part
-        deferred_split_at(s, hi)
     cost = 0.0
-    gathered = 0
     freed = 0
     nr_ptes = 0
     rmaps = 0                   # folio_remove_rmap_pte(s) calls
     batched = zap_rmap_batched(p)
     x = lo
-    flush_lo = lo               # the range the next flush covers starts here
     while x < hi:
         f2 = pg.flags2[x]
         if f2 & F2_PRESENT:
@@ -165,6 +196,7 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
             if mapped:
                 nr_ptes += nr
                 rmaps += 1 if batched else nr
+                tlb_track_range(t, x, nr)
             if anon:
                 if pg.flags[x] & PG_LRU:
                     lruvec_del_folio(s, x)
@@ -176,12 +208,10 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
                     pg.flags2[x + i] = 0
                     pg.order[x + i] = 0
                     pg.stamp[x + i] = STAMP_NONE
-                gathered += nr
                 freed += 1
-                if gathered >= MMU_GATHER_MAX_PAGES:
-                    cost += tlb_flush_mmu_ns(s, p, mm, fullmm, flush_lo, x + nr - flush_lo)
-                    flush_lo = x + nr
-                    gathered = 0
+                t.tlb_gathered += nr
+                if t.tlb_gathered >= MMU_GATHER_MAX_PAGES:
+                    cost += tlb_flush_gathered(s, p, t, mm, fullmm)
             elif mapped:
                 if pg.flags[x] & PG_YOUNG:
                     hot, wait = folio_mark_accessed(s, p, x, now + np.int64(cost))
@@ -194,13 +224,14 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
             x += nr
             continue
         if f2 & F2_SWAPPED:
-            # free_swap_and_cache(): the swap entry goes with the PTE
+            # free_swap_and_cache(): the swap entry goes with the (not present) PTE: no TLB entry
             s.sys[0].nr_swap_used -= 1
             if mm >= 0:
                 s.mm[mm].swapents -= 1
             nr_ptes += 1
         elif f2 & F2_MAPPED:
             nr_ptes += 1                     # the zero page: the PTE goes, nothing is freed
+            tlb_track_range(t, x, 1)
         if anon:
             pg.flags[x] = 0
             pg.flags2[x] = 0
@@ -208,23 +239,68 @@ def zap_pte_range(s, p, r, lo, hi, fullmm, now):
         else:
             pg.flags2[x] = f2 & ~(F2_MAPPED | F2_PTE_WRITE)
         x += 1
-    if gathered > 0 or nr_ptes > 0:
-        cost += tlb_flush_mmu_ns(s, p, mm, fullmm, flush_lo, hi - flush_lo)
     cost += charge(s, K.ZAP_PTE_RANGE, p[P.ZAP_PTE_NS] * nr_ptes + p[P.ZAP_RMAP_NS] * rmaps)
     cost += charge(s, K.FREE_PAGES_AND_SWAP_CACHE, p[P.FREE_FOLIO_NS] * freed)
+    return cost, x
+
+
+@jit
+def zap_begin(s, p, task, r, lo, hi, now):
+    """The start of an unmap of pages [lo, hi) of slot r by `task`: the lru_add batches drained, a
+    large anon folio the range cuts split (huge_memory.deferred_split_at), the task's mmu_gather
+    started (tlb_gather_mmu). Returns the cost."""
+    cost = lru_add_drain_all(s, p, now)
+    if s.regions.kind[r] == REGION_ANON:
+        deferred_split_at(s, lo)        # a large folio the range cuts keeps only its other part
+        deferred_split_at(s, hi)
+    tlb_gather_mmu(s.task[task])
     return cost
 
 
 @jit
-def unmap_slot(s, p, r, fullmm, now):
-    """unmap_region() of a whole VMA, then the slot is free (regions.mm = NO_MM). Returns the cost."""
-    cost = lru_add_drain_all(s, p, now)
-    cost += zap_pte_range(s, p, r, s.regions.start[r], s.regions.end[r], fullmm, now + np.int64(cost))
+def zap_step(s, p, task, r, x, hi, fullmm, now):
+    """unmap_page_range() of slot r from page x to hi, one page table's pages (ZAP_STEP_PAGES, counted
+    from the slot's start) per call, so a large unmap is not one step ahead of every other entity:
+    zap_pmd_range() may reschedule after each. Returns (cost, done): not done leaves task.ctrl_next
+    at 1 + the page to go on from; done ends the gather with tlb_finish_mmu's flush and clears it."""
+    t = s.task[task]
+    stop = min(hi, x + ZAP_STEP_PAGES - (x - s.regions.start[r]) % ZAP_STEP_PAGES)
+    cost, x = zap_pte_range(s, p, t, r, x, stop, fullmm, now)
+    if x < hi:
+        t.ctrl_next = x + 1
+        return cost, False
+    t.ctrl_next = 0
+    return cost + tlb_flush_gathered(s, p, t, s.regions.mm[r], fullmm), True
+
+
+@jit_inline
+def unmap_slot_end(s, r):
+    """The end of unmap_region() of a whole VMA: the slot is free (regions.mm = NO_MM)."""
     s.regions.mm[r] = NO_MM
+    s.regions.vm_flags[r] &= ~VMA_DETACHED
     s.regions.numab[r].allocated = 0      # vm_area_free -> vma_numab_state_free: a later mmap is a new VMA
     if s.regions.kind[r] != REGION_FILE:
         s.regions.end[r] = s.regions.start[r]
-    return cost
+
+
+@jit
+def do_munmap(s, p, task, r, now):
+    """munmap() of the task's VMA in slot r: the VMA is detached at once (a fault in it finds no VMA:
+    SIGSEGV; present PTEs still translate until zapped, as for a racing thread in the kernel), then
+    zapped a page table per call (zap_step), and the slot is free at the end. Returns (ok, cost)."""
+    t = s.task[task]
+    if t.ctrl_next != 0:                       # under way
+        cost, done = zap_step(s, p, task, r, t.ctrl_next - 1, s.regions.end[r], False, now)
+    else:
+        if s.regions.mm[r] != t.mm:
+            return False, 0.0
+        s.regions.vm_flags[r] |= VMA_DETACHED
+        cost = zap_begin(s, p, task, r, s.regions.start[r], s.regions.end[r], now)
+        c, done = zap_step(s, p, task, r, s.regions.start[r], s.regions.end[r], False, now + np.int64(cost))
+        cost += c
+    if done:
+        unmap_slot_end(s, r)
+    return True, cost
 
 
 @jit
@@ -267,40 +343,81 @@ def region_takes_task_policy(s, r, mm):
 @jit
 def do_brk(s, p, task, r, npages, now):
     """brk(): move the end of the task's VMA in slot r to npages from its start (within the slot);
-    shrinking unmaps the tail. Returns (ok, cost)."""
-    if s.regions.mm[r] != s.task[task].mm:
+    shrinking unmaps the tail: the end moves first (a fault past it finds no VMA), then the tail is
+    zapped a page table per call (zap_step, its end in task.ctrl_end). Returns (ok, cost)."""
+    t = s.task[task]
+    if t.ctrl_next != 0:                       # a shrink under way
+        return True, zap_step(s, p, task, r, t.ctrl_next - 1, t.ctrl_end, False, now)[0]
+    if s.regions.mm[r] != t.mm:
         return False, 0.0
     new_end = s.regions.start[r] + min(max(npages, 0), s.regions.start[r + 1] - s.regions.start[r])
-    cost = 0.0
-    if new_end < s.regions.end[r]:
-        cost += lru_add_drain_all(s, p, now)
-        # a large folio the new end cuts is split (see the module docstring)
-        cost += zap_pte_range(s, p, r, new_end, s.regions.end[r], False, now + np.int64(cost))
+    old_end = s.regions.end[r]
     s.regions.end[r] = new_end
-    return True, cost
+    if new_end >= old_end:
+        return True, 0.0
+    # a large folio the new end cuts is split (see the module docstring)
+    cost = zap_begin(s, p, task, r, new_end, old_end, now)
+    t.ctrl_end = old_end
+    return True, cost + zap_step(s, p, task, r, new_end, old_end, False, now + np.int64(cost))[0]
+
+
+@jit_inline
+def first_slot_of(s, mm):
+    """The first slot mm still maps (-1: none)."""
+    for r in range(s.regions.kind.shape[0]):
+        if s.regions.mm[r] == mm:
+            return r
+    return -1
 
 
 @jit
-def exit_mmap(s, p, mm, now):
-    """exit_mmap(): the mm's last user is gone: unmap every VMA (fullmm gather), free the slots.
-    Returns the cost."""
+def exit_mmap_step(s, p, task, mm, now):
+    """exit_mmap(): the mm's last user is gone: every VMA is unmapped in slot order (fullmm gathers),
+    a page table per call (zap_step), and its slot freed. Returns (cost, done); not done leaves
+    task.ctrl_next set (between two VMAs, at the next one's start: it is begun in this call)."""
+    t = s.task[task]
+    r = first_slot_of(s, mm)
+    if r < 0:
+        return 0.0, True
     cost = 0.0
-    for r in range(s.regions.kind.shape[0]):
-        if s.regions.mm[r] == mm:
-            cost += unmap_slot(s, p, r, True, now + np.int64(cost))
-    return cost
+    if t.ctrl_next == 0:
+        cost = zap_begin(s, p, task, r, s.regions.start[r], s.regions.end[r], now)
+        x = s.regions.start[r]
+    else:
+        x = t.ctrl_next - 1
+    while True:
+        c, done = zap_step(s, p, task, r, x, s.regions.end[r], True, now + np.int64(cost))
+        cost += c
+        if not done:
+            return cost, False
+        unmap_slot_end(s, r)
+        r = first_slot_of(s, mm)
+        if r < 0:
+            return cost, True
+        x = s.regions.start[r]
+        cost += zap_begin(s, p, task, r, x, s.regions.end[r], now + np.int64(cost))
+        if x < s.regions.end[r]:
+            t.ctrl_next = x + 1
+            return cost, False
 
 
 @jit
 def do_exit(s, p, task, now):
-    """do_exit() after exit_task_work (the caller ran the task's queued work): the task is dead;
-    mmput() drops its mm, and the last user tears it down. Returns the cost."""
-    sched_exit_task(s, task)
-    mm = s.task[task].mm
-    s.mm[mm].users -= 1
-    if s.mm[mm].users > 0:
-        return 0.0
-    return exit_mmap(s, p, mm, now)
+    """do_exit() after exit_task_work (the caller ran the task's queued work): mmput() drops the
+    task's mm and the last user tears it down (exit_mmap_step, PF_EXITING meanwhile: no NUMA scan
+    tick); then the task is dead. Returns the cost."""
+    t = s.task[task]
+    mm = t.mm
+    if t.ctrl_next == 0:                       # the call's start
+        s.mm[mm].users -= 1
+        if s.mm[mm].users > 0:
+            sched_exit_task(s, task)
+            return 0.0
+        t.exiting = 1
+    cost, done = exit_mmap_step(s, p, task, mm, now)
+    if done:
+        sched_exit_task(s, task)
+    return cost
 
 
 @jit
@@ -312,8 +429,10 @@ def do_ctrl(s, p, task, op, arg, now):
         return np.float64(arg), True        # the task's own CPU work (engine.fast_run charges it alike)
     r, npages = ctrl_unpack(arg)
     # the syscall's entry and exit, and the VMA work of mmap_region / do_vmi_munmap / do_brk_flags
-    # (vma_op_ns, charged to the one symbol standing for all three)
-    cost = syscall_entry_ns(s, p)
+    # (vma_op_ns, charged to the one symbol standing for all three), once: an unmap under way
+    # (task.ctrl_next) entered the call in an earlier step
+    under_way = s.task[task].ctrl_next != 0
+    cost = 0.0 if under_way else syscall_entry_ns(s, p)
     ok = True
     if kind == CTRL_EXIT:
         cost += do_exit(s, p, task, now)
@@ -324,13 +443,13 @@ def do_ctrl(s, p, task, op, arg, now):
         if ok:
             generic_fadvise(s, r, npages)
     elif kind == CTRL_MMAP or kind == CTRL_MUNMAP or kind == CTRL_BRK:
-        cost += charge(s, K.MMAP_REGION, p[P.VMA_OP_NS])
+        if not under_way:
+            cost += charge(s, K.MMAP_REGION, p[P.VMA_OP_NS])
         if kind == CTRL_MMAP:
             ok = mmap_region(s, task, r, npages)
         elif kind == CTRL_MUNMAP:
-            ok = s.regions.mm[r] == s.task[task].mm
-            if ok:
-                cost += unmap_slot(s, p, r, False, now + np.int64(cost))
+            ok, c = do_munmap(s, p, task, r, now + np.int64(cost))
+            cost += c
         else:
             ok, c = do_brk(s, p, task, r, npages, now + np.int64(cost))
             cost += c

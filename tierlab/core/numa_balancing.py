@@ -669,6 +669,8 @@ def task_tick_numa(s, p, task, runtime, j, now):
     process's first start with a staggered node_stamp (init_numa_balancing) and so keep the
     scan_delay period. Returns the scan's cost."""
     t = s.task[task]
+    if t.exiting:
+        return 0.0                  # PF_EXITING: the tick leaves an exiting task alone
     period = kernel_ms_ns(p, t.numa_scan_period)
     if runtime <= t.numa_scan_stamp + period:
         return 0.0

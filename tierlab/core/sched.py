@@ -65,9 +65,11 @@ from .params import P
 INF = np.int64(1) << np.int64(62)
 # The longest step one entity takes past its quantum's limit, which with the quantum bounds how far
 # any live clock runs ahead of another (the time rules, engine.run): a migration batch of a
-# move_pages(2) (NR_MAX_BATCHED_MIGRATION pages, ~460 us with the default costs) or a reclaim batch
-# that swaps out SWAP_CLUSTER_MAX pages (~330 us); a read's wait is not part of a step (the task
-# sleeps: engine.io_sleep). tests/test_time_rules.py holds every golden run within it.
+# move_pages(2), migrate_pages(2) or mbind(2) (NR_MAX_BATCHED_MIGRATION pages, ~460 us with the
+# default costs) or a reclaim batch that swaps out SWAP_CLUSTER_MAX pages (~330 us); drop_caches
+# goes a folio batch and an unmap a page table per call (~5 and ~115 us); a read's wait is not part
+# of a step (the task sleeps: engine.io_sleep). tests/test_time_rules.py holds every golden run
+# within it.
 MAX_STEP_NS = np.int64(500_000)
 # kswapd has slept since boot: far behind any runqueue's min_vruntime, so its first wake-up gets the
 # full sleeper credit (place_entity's max() then gives min_vruntime - latency/2)

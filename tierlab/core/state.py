@@ -173,6 +173,9 @@ FADV_CODES = {"normal": FADV_NORMAL, "random": FADV_RANDOM, "sequential": FADV_S
 VM_READ = 0x1
 VM_WRITE = 0x2
 VM_FLAGS_OF_PROT = {"r": VM_READ, "rw": VM_READ | VM_WRITE}
+# not a vm_flags bit: vma->detached (per-VMA locks), a munmap'd VMA whose pages are still being zapped;
+# a fault in it finds no VMA
+VMA_DETACHED = 0x4
 
 PAGE_STATE_BYTES = 16   # node, flags, flags2, order (1 each), prev, next, stamp (4 each)
 
@@ -316,7 +319,16 @@ TASK_DTYPE = np.dtype([
                                      # taken again (-1: none; reclaim.folio_held_for_read)
     ("text_next", np.int64),         # the mm's text page the task fetches next (tlb_hw.py)
     ("move_status", np.int64, (NR_MP_STATUS,)),  # move_pages(2) pages by outcome (migrate.py MP_*)
-    ("ctrl_next", np.int64),         # a move_pages(2) under way goes on at this page (0: none): a batch per step
+    # a system call that moves, drops or unmaps many pages goes a bounded piece per step (a migration
+    # batch, a folio batch, a page table) and the engine runs it again until it is done
+    ("ctrl_next", np.int64),         # 1 + the page the call under way goes on from (0: none under way)
+    ("ctrl_end", np.int64),          # the end of the range it works on, where its op does not say (brk)
+    ("exiting", np.int64),           # PF_EXITING: the task's exit tears its mm down (mm.do_exit)
+    # its mmu_gather (mm/mmu_gather.c) while an unmap is under way: pages gathered since the last
+    # tlb_flush_mmu and the range of the PTEs cleared since (tlb->start, tlb->end; end 0: none)
+    ("tlb_gathered", np.int64),
+    ("tlb_start", np.int64),
+    ("tlb_end", np.int64),
     ("event_mark", np.int64),        # a run-script event is due when nr_marks reaches this (0: none)
     # the task's direct reclaim in progress (page_alloc.direct_reclaim_step: __alloc_pages_slowpath's
     # reclaim rounds, resumable one reclaim batch at a time)
