@@ -168,3 +168,23 @@ def test_kill_stops_one_process_and_tears_its_memory_down():
            "at": ["5ms:kill fio.1", "10ms:drop_caches 1 task=1"]}
     with pytest.raises(ConfigError, match="task 1 has exited at 10.000 ms"):
         run(cfg)
+
+
+def test_a_kill_or_a_call_waits_for_the_system_call_under_way():
+    """move_pages of 3,072 pages goes a migration batch per step (~2.7 ms): a kill 0.5 ms into it
+    lets the call finish (the signal is taken at the return to user) and then tears the process
+    down; a drop_caches issued by the same task then runs after the move, not inside it."""
+    cfg = {"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,
+           "params": {"file_size": "768MiB", "accesses": "200000", "tasks": "2", "target": "anon",
+                      "policy": "bind:0"},
+           "at": ["phase:1:move_pages 0 1"]}
+    sim, r = run(cfg)
+    t1 = float(r.events.time_s[0])
+    at = f"{(t1 + 0.5e-3) * 64 * 1e3:.6f}ms"
+    for extra, dead in ((f"{at}:kill 0", [1, 1]), (f"{at}:drop_caches 1", [0, 0])):
+        sim, r = run({**cfg, "at": cfg["at"] + [extra]})
+        assert r.events.applied.all()
+        assert int(sim.move_pages_status()["moved"].sum()) == 3072 == int(r.counters["pgmigrate_success"])
+        assert (sim.state.task["ctrl_next"] == 0).all()
+        assert sim.state.task["dead"].tolist() == dead
+        assert int(sim.state.mm[0]["rss_anon"]) == (0 if dead[0] else 3072)

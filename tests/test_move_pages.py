@@ -179,7 +179,7 @@ def test_a_large_page_move_goes_a_migration_batch_per_step(event):
     so no step is longer than the time rules' bound (move_pages was one step of 2.8 ms); every page
     is still moved once."""
     from tierlab.api import build
-    from tierlab.core.sched import MAX_STEP_NS
+    from tierlab.core.time_rules import MAX_STEP_NS
     sim = build({"machine": "qemu-2node", "workload": "random-read", "scale": 64, "seed": 1,
                  "params": {"file_size": "768MiB", "accesses": "200000", "tasks": "2", "target": "anon",
                             "policy": "bind:0"},
@@ -198,7 +198,7 @@ def test_drop_caches_goes_a_folio_batch_per_step():
     """echo 1 > drop_caches at 1 ms while two file readers run: ~4,000 clean page-cache pages are
     dropped one folio batch (31 entries) per call (it was one step of ~0.6 ms), and read again."""
     from tierlab.api import build
-    from tierlab.core.sched import MAX_STEP_NS
+    from tierlab.core.time_rules import MAX_STEP_NS
     cfg = {"machine": "qemu-2node", "workload": "file-read", "scale": 64, "seed": 1,
            "params": {"file_size": "256MiB", "tasks": "2", "cycles": "4"}}
     base = build(cfg).run().result()

@@ -20,7 +20,7 @@ from simkit import counters, machine, make_sim
 from test_properties import accesses, chunks_of, scenarios, state_snapshot
 from tierlab.api import build
 from tierlab.core.params import P
-from tierlab.core.sched import MAX_STEP_NS
+from tierlab.core.time_rules import MAX_STEP_NS
 from tierlab.errors import ConfigError
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .core import sched as st_sched
 from .core import state as st
 from .core.cost import mem_bw_flush_all
 from .core.costs import COSTS
@@ -31,6 +30,7 @@ from .core.mmzone import setup_watermarks
 from .core.numa_balancing import mm_first_scan_jiffies, reset_promotion_state, thread_node_stamps
 from .core.params import KNOB_NAMES, NR_PARAMS, P
 from .core.sched import place_kswapds
+from .core.time_rules import MAX_STEP_NS, phase_start
 from .core.profile import KSYMS, NOT_CPU
 from .core.vmstat import MTHP_STAT_NAMES, NODE_GAUGE_NAMES, NR_NODE_GAUGES, NR_VMSTAT_ITEMS, VMSTAT_NAMES, Vm
 from .config import CONFIG_KEYS  # noqa: F401 (re-exported)
@@ -407,7 +407,7 @@ class Simulation:
         """No booking fell behind a memory-bandwidth or lock calendar's horizon (resource.py): the
         time rules keep every client within a quantum and one step of the others -- an access (a
         fault that stalls reclaims a batch per step: memory.fault_stalls; a read's wait ends the
-        step, the task sleeps through it) or a reclaim batch, at most sched.MAX_STEP_NS -- well
+        step, the task sleeps through it) or a reclaim batch, at most time_rules.MAX_STEP_NS -- well
         inside the rings (134 ms, and 2.1 ms for a lock: at least 4x that lead). System calls that
         move, drop or unmap many pages go a bounded piece per step (a migration batch, a folio
         batch, a page table: task.ctrl_next). A bandwidth booking beyond is an engine bug: an error;
@@ -428,8 +428,8 @@ class Simulation:
             step_us = int(s.sys[0]["max_step_ns"]) / 1e3
             msg = (f"{n} {what} booking(s) of {name(i)} fell behind its calendar's horizon of {horizon_us:,.0f} us; "
                    f"the longest step was {step_us:,.0f} us (the time rules bound it by "
-                   f"{int(st_sched.MAX_STEP_NS) / 1e3:,.0f} us)")
-            if what == "lock" and step_us * 1e3 > st_sched.MAX_STEP_NS:
+                   f"{int(MAX_STEP_NS) / 1e3:,.0f} us)")
+            if what == "lock" and step_us * 1e3 > MAX_STEP_NS:
                 warnings.warn(msg + " (costs set above their defaults, or a NUMA scan of a large "
                               "scan_size_mb, make longer steps); those holds were served without their wait",
                               TimeRulesWarning, stacklevel=3)
@@ -437,18 +437,13 @@ class Simulation:
                 raise RuntimeError(msg + ": an engine bug, please report it with the run's config")
 
     def _start_phase(self, ch) -> None:
-        """Chunk.start_phase: every task starts the next chunk when the last task got through the
-        previous one (engine.run stops there, STATUS_PHASE, so kswapd and the timers are no further
-        than the time rules allow), and no earlier than every CPU's clock (a new run() starts
-        at the latest time reached); an earlier CPU idles until then, a CPU a kswapd took ahead
-        keeps its clock. Or start_offsets_ns later, with empty latency histograms that count from
-        ramp_ns after its start, and stops issuing accesses runtime_ns after that (None: no
-        limit)."""
+        """Chunk.start_phase: every task starts the next chunk at the time rules' phase start
+        (time_rules.phase_start: when the last task got through the previous one), or
+        start_offsets_ns later, with empty latency histograms that count from ramp_ns after its
+        start, and stops issuing accesses runtime_ns after that (None: no limit)."""
         s = self.state
         assert s.sys[0]["resume_cpu"] < 0, "a phase starts while a quantum waits for input"
-        t0 = int(max(s.cpu["clock"].min(), s.task["end"].max()))
-        s.cpu["clock"] = np.maximum(s.cpu["clock"], t0)
-        s.task["end"] = t0
+        t0 = phase_start(s)
         own = t0 if ch.start_offsets_ns is None else t0 + np.asarray(ch.start_offsets_ns, np.int64)
         if ch.start_offsets_ns is not None:
             s.task["start"] = np.where(s.task["dead"] == 0, np.maximum(s.task["start"], own), s.task["start"])

@@ -27,8 +27,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from .core import sched as _sched
-from .core import state as _st
+from .core import time_rules as _time_rules
 from .errors import CapacityError, ConfigError
 from .units import parse_int, parse_number, parse_scale
 
@@ -42,9 +41,9 @@ TLB_MODELS = ("off", "set_assoc")
 PAGE_ALLOC_MODELS = ("counts", "buddy")
 SEED_MAX = 2**63 - 1                    # seeds are int64 (sweep tables)
 SAMPLE_INTERVAL_MS = (1e-3, 1e12)       # 1 us .. ~31 years of simulated time, in int64 ns
-# 1 ns .. ~24 us: how far a CPU's clock may run ahead of the next's; with one step (sched.MAX_STEP_NS)
-# it stays within a quarter of a lock calendar's ring (locks.py), which sets the upper end
-QUANTUM_US = (1e-3, (_st.LOCK_BIN_NS * _st.LOCK_BINS // 4 - int(_sched.MAX_STEP_NS)) / 1e3)
+# 1 ns .. ~24 us: how far a CPU's clock may run ahead of the next's; with one step it stays within a
+# quarter of a lock calendar's ring, which sets the upper end (core/time_rules.py)
+QUANTUM_US = (1e-3, int(_time_rules.QUANTUM_MAX_NS) / 1e3)
 DEFAULT_QUANTUM_US = 20.0
 MAX_ACCESSES = 10**12                   # more cannot finish: ~2 days at EST_ACCESSES_PER_S
 EST_ACCESSES_PER_S = 5e6                # conservative host speed (random-read under pressure: ~9 M/s)

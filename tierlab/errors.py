@@ -22,7 +22,7 @@ class CapacityError(TierlabError, MemoryError):
 
 
 class TimeRulesWarning(UserWarning):
-    """A run took a step longer than the time rules bound (sched.MAX_STEP_NS), and a lock calendar was
+    """A run took a step longer than the time rules bound (core/time_rules.py MAX_STEP_NS), and a lock calendar was
     outrun: some lock holds were served without their wait. The message names the step's length."""
 
 

@@ -18,9 +18,11 @@ in task_pos; the op encoding is in ops.py) that the caller tops up (feed.py). A 
 within its quantum stops there and `run` returns STATUS_NEED_INPUT, keeping the quantum in
 `sys.resume_*`; called again, it goes on with that quantum first. A task waiting for input stays
 on its runqueue, so no other entity runs on meanwhile, and the results do not depend on how the
-caller cut the input (tests/test_time_rules.py). At every sample the spread of the live clocks is
-noted (sched.note_clock_spread) beside the longest single step (`sys.max_step_ns`). A step is one
-access, a control op, or one reclaim batch: a fault whose allocation would enter direct reclaim
+caller cut the input (tests/test_time_rules.py). How far apart the entities may run, and what
+relies on it, is time_rules.py: the loop obeys it (quantum_limit) and measures it at every sample
+(note_clock_spread, note_step). A step is one access, a bounded piece of a control op (a system
+call that moves, drops or unmaps many pages goes on in the task's next step: task.ctrl_next), or
+one reclaim batch: a fault whose allocation would enter direct reclaim
 (memory.fault_stalls) runs its reclaim first, one batch per step (page_alloc.direct_reclaim_step),
 the quantum possibly ending between two, and is then retried with its allocation going on at MIN;
 so a long direct reclaim interleaves with kswapd and the other tasks as in the kernel, where it ran
@@ -74,13 +76,14 @@ from .params import P
 from .profile import K, charge
 from .reclaim import kswapd_step
 from .sched import (
-    INF, cpu_ready_at, kswapd_dequeue, no_task_has_work, note_clock_spread, sched_account, sched_dequeue_task, sched_init_chunk,
-    sched_need_pick, sched_next_event, sched_resched, sched_wake_task,
+    INF, cpu_ready_at, kswapd_dequeue, no_task_has_work, sched_account, sched_dequeue_task, sched_init_chunk,
+    sched_need_pick, sched_resched, sched_wake_task,
 )
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
     DR_NONE, STATUS_DONE, STATUS_EVENT, STATUS_PHASE, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
+from .time_rules import note_clock_spread, note_step, quantum_limit
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
@@ -308,32 +311,11 @@ def run_kswapd(s, p, c, nid, clock, scratch):
     s.sys[0].current = e
     kswapd_step(s, p, nid, scratch)
     end_t = max(s.pgdat[nid].kswapd_clock, clock)
-    if end_t - clock > s.sys[0].max_step_ns:
-        s.sys[0].max_step_ns = end_t - clock
+    note_step(s, clock, end_t)
     sched_account(s, e, end_t - clock)
     s.cpu[c].clock = end_t
     if not s.pgdat[nid].kswapd_awake:
         kswapd_dequeue(s, nid)
-
-
-@jit
-def quantum_limit(s, p, c, t, clock, second_t):
-    """Where task t's quantum on CPU c from `clock` ends: a quantum past the runner-up CPU's time
-    (`second_t`; INF: none, then past the next sample), at the next sample or run-script event, at
-    the end of its CFS slice, at its CPU's next runqueue event, at its stop."""
-    limit = second_t if second_t < INF else s.sys[0].next_sample
-    limit = max(limit, clock) + np.int64(p[P.QUANTUM_NS])
-    if s.sys[0].next_sample < limit and s.sys[0].next_sample > clock:
-        limit = s.sys[0].next_sample
-    if s.sys[0].event_at < limit and s.sys[0].event_at > clock:
-        limit = s.sys[0].event_at               # a run-script event is due there (STATUS_EVENT)
-    if s.cpu[c].nr_running > 1:
-        # check_preempt_tick: the slice ends (the runtime used so far is runtime - slice_start)
-        limit = min(limit, clock + s.cpu[c].slice_ns - (s.task[t].runtime - s.cpu[c].slice_start))
-    limit = min(limit, sched_next_event(s, c, clock))
-    if s.task[t].stop_at < limit:
-        limit = max(s.task[t].stop_at, clock)
-    return limit
 
 
 @jit_entry
@@ -557,8 +539,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             s.task[t].input_end = 1
             dry = False
         task_pos[t] = pos
-        if clock - limit > s.sys[0].max_step_ns:
-            s.sys[0].max_step_ns = clock - limit
+        note_step(s, limit, clock)
         sched_account(s, t, clock - start)
         s.task[t].end = clock
         s.cpu[c].clock = clock

@@ -28,7 +28,7 @@ FIFO ticket lock, to within one bin: the second waits for the first one's bins t
 of clients that run later in host order but earlier in virtual time find the room of their own
 time (the calendar's point). The ring of state.LOCK_BINS = 8192 bins spans 2.1 ms of virtual
 time, at least 4x the most the clocks spread: a quantum (at most 24 us, config.QUANTUM_US) plus
-one step (sched.MAX_STEP_NS, 500 us: a reclaim batch that swaps out 32 pages, ~330 us, or a
+one step (time_rules.MAX_STEP_NS, 500 us: a reclaim batch that swaps out 32 pages, ~330 us, or a
 move_pages migration batch of 512 pages, ~460 us; a read's wait ends a step, the task sleeps
 through it). A hold booked further back than that is served without a wait and counted
 (`beyond` in the Result's `locks` table): Simulation.run warns (TimeRulesWarning) when a longer

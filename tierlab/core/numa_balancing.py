@@ -82,7 +82,7 @@ from ._jit import jit, jit_inline
 from .mm import get_mm_rss
 from .mmzone import jiffies_ms
 from .params import NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL, P
-from .sched import MAX_STEP_NS
+from .time_rules import max_lead_ns
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, REGION_FILE_MAPPED,
     VM_WRITE, WMARK_PROMO, folio_nr_pages, region_of,
@@ -157,10 +157,9 @@ def numa_hint_fault_latency(s, p, head, ms):
 
 @jit_inline
 def stamp_lead_ms(p):
-    """The most (kernel) ms another entity's clock can be ahead of a running task's: a quantum and
-    the longest step the run loop allows (sched.MAX_STEP_NS), and a jiffy for the stamps'
-    rounding."""
-    return jiffies_ms(p, np.int64(p[P.QUANTUM_NS]) + MAX_STEP_NS) + MSEC_PER_JIFFY
+    """The most (kernel) ms another entity's clock can be ahead of a running task's (the time
+    rules' lead: time_rules.max_lead_ns), and a jiffy for the stamps' rounding."""
+    return jiffies_ms(p, max_lead_ns(p)) + MSEC_PER_JIFFY
 
 
 @jit_inline

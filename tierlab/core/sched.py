@@ -63,14 +63,6 @@ from ._jit import jit, jit_inline
 from .params import P
 
 INF = np.int64(1) << np.int64(62)
-# The longest step one entity takes past its quantum's limit, which with the quantum bounds how far
-# any live clock runs ahead of another (the time rules, engine.run): a migration batch of a
-# move_pages(2), migrate_pages(2) or mbind(2) (NR_MAX_BATCHED_MIGRATION pages, ~460 us with the
-# default costs) or a reclaim batch that swaps out SWAP_CLUSTER_MAX pages (~330 us); drop_caches
-# goes a folio batch and an unmap a page table per call (~5 and ~115 us); a read's wait is not part
-# of a step (the task sleeps: engine.io_sleep). tests/test_time_rules.py holds every golden run
-# within it.
-MAX_STEP_NS = np.int64(500_000)
 # kswapd has slept since boot: far behind any runqueue's min_vruntime, so its first wake-up gets the
 # full sleeper credit (place_entity's max() then gives min_vruntime - latency/2)
 KSWAPD_VRUNTIME_BOOT = -(np.int64(1) << np.int64(60))
@@ -380,22 +372,6 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
         cpu.slice_start = entity_times(s, best)[0]
         update_min_vruntime(s, c)
     return best
-
-
-@jit
-def note_clock_spread(s, now):
-    """The time rules' measure, at a sample: how far the most advanced live entity (a CPU with an
-    entity on its runqueue, an awake kswapd) is past `now`, the smallest time at which anything
-    is next to run; the largest so far is kept in sys.max_clock_spread."""
-    hi = now
-    for c in range(s.cpu.shape[0]):
-        if s.cpu[c].nr_running > 0 and s.cpu[c].clock > hi:
-            hi = s.cpu[c].clock
-    for n in range(s.pgdat.shape[0]):
-        if s.pgdat[n].kswapd_awake and s.pgdat[n].kswapd_clock > hi:
-            hi = s.pgdat[n].kswapd_clock
-    if hi - now > s.sys[0].max_clock_spread:
-        s.sys[0].max_clock_spread = hi - now
 
 
 @jit_inline
