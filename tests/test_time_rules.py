@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from golden import CONFIG_RUNS
-from simkit import counters, machine, make_sim
+from simkit import DRAM, counters, machine, make_sim
 from test_properties import accesses, chunks_of, scenarios, state_snapshot
 from tierlab.api import build
 from tierlab.core.params import P
@@ -187,3 +187,41 @@ def test_a_lock_outrun_by_a_step_past_the_bound_warns_and_otherwise_is_an_error(
     s.sys[0]["max_step_ns"] = 3 * MAX_STEP_NS
     with pytest.raises(RuntimeError, match="memory bandwidth"):
         sim._check_horizons()
+
+
+def test_each_task_is_topped_up_below_a_low_water_mark():
+    """Two tasks through stream_chunks in parts of 1,000 ops, on CPUs of their own: task 0 stores to
+    2,000 pages, task 1 to 100,000 (made 500 at a time). Task 0's stream ends (Chunk.ended) and it
+    leaves its runqueue without task 1's stream being read ahead for it (that took all 98,000 of
+    its ops before); a task is given ops only below 1,000 buffered, so the feed never holds more
+    than 2 x 1,000 per task; the counters and state equal those of one part of everything."""
+    from tierlab.core.ops import OP_STORE
+    from tierlab.workloads.base import OpStream, Region, stream_chunks
+
+    def streams():
+        def blocks(base, n):
+            left = n
+
+            def make():
+                nonlocal left
+                if left == 0:
+                    return None
+                k = min(500, left)
+                left -= k
+                return base + (n - left - k + np.arange(k, dtype=np.int64)) % 4096, np.full(k, OP_STORE, np.uint8)
+            return OpStream(make)
+        return [blocks(0, 2_000), blocks(4096, 100_000)]
+
+    out = []
+    for per_task in (1_000, 1 << 20):
+        sim = make_sim(machine((16384, 2, DRAM)), [Region("a", "anon", 4096), Region("b", "anon", 4096)], nr_tasks=2)
+        sim.run(chunks=stream_chunks(streams(), per_task))
+        out.append((counters(sim), state_snapshot(sim), sim._feed.input.peak_ops))
+    assert out[0][0] == out[1][0] and out[0][1].keys() == out[1][1].keys()
+    for k in out[0][1]:
+        a, b = out[0][1][k], out[1][1][k]
+        if k == "sys":        # but the feed's bookkeeping: the last quantum that waited for input
+            keep = [n for n in a.dtype.names if not n.startswith("resume_") and n != "need_input"]
+            a, b = a[keep], b[keep]
+        assert np.array_equal(a, b), k
+    assert out[0][2] <= 2 * 2 * 1_000 and out[1][2] == 102_000

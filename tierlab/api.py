@@ -317,7 +317,7 @@ class Simulation:
         def progress_now():
             task = self.state.task
             return Progress(task_clock_ns=task["end"].copy(), stopped=(task["end"] >= task["stop_at"]) | (task["dead"] != 0),
-                            phase_start_ns=self.phase_start_ns)
+                            phase_start_ns=self.phase_start_ns, buffered=self._feed.input.left())
         feed = ChunkFeed(self.workload.chunks(self.seed) if chunks is None else chunks, s.task, self.workload.name,
                          on_chunk, self._start_phase, progress_now)
         self._feed = feed

@@ -26,6 +26,7 @@ class TaskInput:
         self.ops = np.zeros(0, np.uint8)
         self.pos = np.zeros(ntasks, np.int64)
         self.added = np.zeros(ntasks, np.int64)     # ops appended so far, per task
+        self.peak_ops = 0                           # the most ops held at once (memory: 9 bytes each)
 
     def left(self) -> np.ndarray:
         """Ops each task has not run yet."""
@@ -54,6 +55,7 @@ class TaskInput:
         self.offsets, self.pages, self.ops = new_off, new_pages, new_ops
         self.pos = new_off[:-1].copy()
         self.added += add
+        self.peak_ops = max(self.peak_ops, int(new_off[-1]))
 
 
     def insert(self, t: int, pages: np.ndarray, ops: np.ndarray, after: int = 0) -> None:
@@ -134,6 +136,12 @@ class ChunkFeed:
 
     def _append(self, ch) -> None:
         self.input.append(ch.offsets, ch.pages, ch.ops, self.task["input_end"] == 0)
+        if ch.ended is not None:
+            self.task["input_end"] |= np.asarray(ch.ended, np.int64)   # those tasks' streams ended
+            if self.task["input_end"].all():
+                # every stream of the phase has ended: learn now whether a phase is held (the run
+                # stops when the last task is through: engine STATUS_PHASE) or the stream is over
+                self.pull()
 
     def _futile(self, n: int, what: str) -> int:
         """One more chunk asked for in vain; past FUTILE_CHUNKS the generator is stuck (it feeds

@@ -199,6 +199,9 @@ class Chunk:
     # complete earlier are not in its latency histogram) and its runtime counts from there
     start_offsets_ns: np.ndarray | None = None
     ramp_ns: int = 0
+    # per task, its stream (of this phase) ends with this chunk's part: no more input comes for it
+    # before the next phase (None: the stream ends for every task together, when the generator does)
+    ended: np.ndarray | None = None
 
 
 @dataclass
@@ -210,6 +213,7 @@ class Progress:
     task_clock_ns: np.ndarray   # each task's clock when it last ran
     stopped: np.ndarray         # bool per task: its runtime is over (Chunk.runtime_ns), or it has exited
     phase_start_ns: int         # when the last phase started (Chunk.start_phase; 0 before any)
+    buffered: np.ndarray | None = None   # ops each task has been given and not run yet
 
 
 @dataclass(frozen=True)
@@ -408,16 +412,28 @@ def one_block(pages: np.ndarray | None = None, ops: np.ndarray | None = None):
     return lambda: next(blocks, None)
 
 
+NO_OPS = (np.zeros(0, np.int64), np.zeros(0, np.uint8))
+
+
 def stream_chunks(streams: list[OpStream], per_task: int, **first) -> Iterator[Chunk]:
-    """Chunks of per-task streams, each holding the next per_task ops of every task, until every
-    stream has ended; `first` (start_phase, runtime_ns) goes to the first chunk."""
+    """Chunks of per-task streams until every stream has ended; `first` (start_phase, runtime_ns)
+    goes to the first chunk. A chunk holds the next per_task ops of each task below the low-water
+    mark (fewer than per_task ops buffered: Progress.buffered; every task in the first chunk) and
+    none for the others, so however unevenly the tasks run none is given more than 2 x per_task
+    ahead, and says whose streams have ended (Chunk.ended), so a task that ran out of its own
+    stream leaves its runqueue without the others' being read ahead for it."""
+    progress = None
     while True:
-        parts = [s.take(per_task) for s in streams]
-        if not any(p.shape[0] for p, _ in parts):
+        want = [True] * len(streams) if progress is None or progress.buffered is None else \
+            (progress.buffered < per_task).tolist()
+        parts = [s.take(per_task) if w else NO_OPS for s, w in zip(streams, want)]
+        ended = np.array([s.ended and not s.pages.shape[0] for s in streams])
+        if ended.all() and not any(p.shape[0] for p, _ in parts):
             return
         offsets = np.zeros(len(parts) + 1, np.int64)
         np.cumsum([p.shape[0] for p, _ in parts], out=offsets[1:])
-        yield Chunk(offsets, np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]), **first)
+        progress = yield Chunk(offsets, np.concatenate([p for p, _ in parts]),
+                               np.concatenate([o for _, o in parts]), ended=ended, **first)
         first = {}
 
 
