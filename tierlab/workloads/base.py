@@ -415,6 +415,15 @@ def one_block(pages: np.ndarray | None = None, ops: np.ndarray | None = None):
 NO_OPS = (np.zeros(0, np.int64), np.zeros(0, np.uint8))
 
 
+def low_water(progress: Progress | None, per_task: int, nr_tasks: int) -> np.ndarray:
+    """The tasks a chunk generator gives their next per_task ops: those with fewer than per_task
+    ops buffered (Progress.buffered), every task for the first chunk. Given only below the mark, no
+    task holds more than 2 x per_task however unevenly the tasks run (feed.TaskInput's memory)."""
+    if progress is None or progress.buffered is None:
+        return np.ones(nr_tasks, bool)
+    return progress.buffered < per_task
+
+
 def stream_chunks(streams: list[OpStream], per_task: int, **first) -> Iterator[Chunk]:
     """Chunks of per-task streams until every stream has ended; `first` (start_phase, runtime_ns)
     goes to the first chunk. A chunk holds the next per_task ops of each task below the low-water
@@ -424,8 +433,7 @@ def stream_chunks(streams: list[OpStream], per_task: int, **first) -> Iterator[C
     stream leaves its runqueue without the others' being read ahead for it."""
     progress = None
     while True:
-        want = [True] * len(streams) if progress is None or progress.buffered is None else \
-            (progress.buffered < per_task).tolist()
+        want = low_water(progress, per_task, len(streams))
         parts = [s.take(per_task) if w else NO_OPS for s, w in zip(streams, want)]
         ended = np.array([s.ended and not s.pages.shape[0] for s in streams])
         if ended.all() and not any(p.shape[0] for p, _ in parts):

@@ -61,7 +61,7 @@ from ..errors import ConfigError
 from ..units import PAGE_SIZE, parse_number
 from . import fio_dist
 from .base import (
-    MAX_TASKS, Chunk, Param, Process, Region, Workload, choice_param, int_param,
+    MAX_TASKS, NO_OPS, Chunk, Param, Process, Region, Workload, choice_param, int_param, low_water,
     policy_param, size_param,
 )
 
@@ -252,23 +252,31 @@ class Fio(Workload):
                  for j in range(T)]
         files = [FileService(self.nrfiles, self.nblocks, *self.file_service_type,
                              np.random.default_rng([seed, j, 5])) for j in range(T)]
-        done = 0                      # I/Os generated per job so far (the same for every job)
+        done = np.zeros(T, np.int64)  # I/Os generated per job so far
         first = True
-        while total is None or done < total:
-            n = per if total is None else min(per, total - done)
-            parts = [self._ios(j, done, n, seed, rngs[j], offs[j], dists[j], files[j]) for j in range(T)]
-            chunk = Chunk(np.arange(T + 1, dtype=np.int64) * n * bsp,
-                          np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]),
-                          start_phase=first, runtime_ns=self.runtime if first else None)
+        progress = None
+        while total is None or (done < total).any():
+            # each job's next `per` I/Os, for the jobs below the low-water mark (fewer than `per`
+            # I/Os buffered: workloads.base.low_water) that still run, so a job that runs slower
+            # or starts later (startdelay) is not given the others' pace in advance
+            want = low_water(progress, per * bsp, T)
+            if progress is not None:
+                want &= ~progress.stopped
+            n = np.where(want, per if total is None else np.minimum(per, total - done), 0)
+            parts = [self._ios(j, int(done[j]), int(n[j]), seed, rngs[j], offs[j], dists[j], files[j])
+                     if n[j] else NO_OPS for j in range(T)]
+            done += n
+            offsets = np.zeros(T + 1, np.int64)
+            np.cumsum(n * bsp, out=offsets[1:])
+            chunk = Chunk(offsets, np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts]),
+                          start_phase=first, runtime_ns=self.runtime if first else None,
+                          ended=None if total is None else done >= total)
             if first:
                 chunk.start_offsets_ns = self.start_delays(seed) if self.startdelay[1] else None
                 chunk.ramp_ns = self.ramp_time or 0
             first = False
-            done += n
             progress = yield chunk
-            if progress is None:
-                continue
-            if bool(progress.stopped.all()):
+            if progress is not None and bool(progress.stopped.all()):
                 return
 
     def start_delays(self, seed: int) -> np.ndarray:
