@@ -57,6 +57,19 @@ dirty bit, i.e. swap_migration_ad_supported is false (the `migration_entry_ad` k
 dirty through migration; the reproduction runs with migration_entry_ad=0 and says so, and
 `ad_supported` rows show what the model predicts with it on (MIGRC then has almost nothing to
 defer: the finding, not a fit).
+
+Releases and the scale (measured, issue #32). Every release of the held sources in this run comes
+from an allocation on node 0 that finds its free lists empty while the held sources, counted as
+free by the watermark checks, let it through (mmzone.take_pages: the slow path's migrc pause
+flushes and frees them all); none from do_wp_page (promoted grid pages are never stored to) nor
+from a failed watermark. Each such release is a flush from a task's CPU: one
+nr_tlb_local_flush_all, and the remote flush MIGRC was to save. How often it happens is set by
+node 0's watermark band (min to high), which --scale shrinks F-fold, against kswapd's and the
+migrations' batches, which it does not: at fraction 0.005, scale 64 (band 4096 pages' 5/13) gives
+a release every 23 promotions and nr_tlb_remote_flush -33 %; scale 16 (21/53 of 16,384) every 72
+and -70 % (full size, not run here, would widen the band 16-fold again: the trend points to
+the seed's -93.5 %). So the changes of the
+flush rows depend on the scale the table is run at, and scale 64 understates MIGRC's reduction.
 """
 from __future__ import annotations
 
