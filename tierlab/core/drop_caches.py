@@ -17,7 +17,7 @@ import numpy as np
 
 from ._jit import jit
 
-from .lru import lru_add_drain_all, lruvec_del_folio
+from .lru import drain_or_resume, lruvec_del_folio
 from .fileio import syscall_entry_ns
 from .mmzone import free_folio
 from .params import P
@@ -40,13 +40,7 @@ def drop_pagecache(s, p, task, now):
     while the write is under way task.ctrl_next is 1 + the page to go on from. Returns (pages
     dropped, cost)."""
     t = s.task[task]
-    cost = 0.0
-    first = 0
-    if t.ctrl_next == 0:
-        cost = lru_add_drain_all(s, p, now)
-    else:
-        first = t.ctrl_next - 1
-    t.ctrl_next = 0
+    cost, first = drain_or_resume(s, p, t, 0, now)
     dropped = 0
     seen = 0
     for r in range(s.regions.kind.shape[0]):

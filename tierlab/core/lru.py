@@ -106,6 +106,22 @@ def lru_add_drain_all(s, p, now):
 
 
 @jit_inline
+def drain_or_resume(s, p, t, lo, now):
+    """The start of a system call that walks pages a piece per step from page lo: every lru_add
+    batch drained first (lru_add_drain_all, or lru_cache_disable for move_pages); or, for the call
+    task record t has under way (t.ctrl_next = 1 + the page it goes on from), nothing to drain.
+    Returns (cost, the page to start from); the cursor is cleared for the call to set again."""
+    cost = 0.0
+    first = lo
+    if t.ctrl_next == 0:
+        cost = lru_add_drain_all(s, p, now)
+    else:
+        first = t.ctrl_next - 1
+    t.ctrl_next = 0
+    return cost, first
+
+
+@jit_inline
 def folio_add_lru(s, p, cpu, head, now):
     """folio_add_lru(): queue a new folio in the CPU's lru_add batch; drain when the batch is full
     or the folio is large (the kernel drains at once for large folios). With lru_gen on, a folio

@@ -30,7 +30,7 @@ import numpy as np
 
 from ._jit import jit, jit_inline
 
-from .lru import lru_add_drain_all
+from .lru import drain_or_resume, lru_add_drain_all
 from .migrate import do_pages_move, folio_isolate_lru, migrate_folio_list, queue_folio
 from .fileio import syscall_entry_ns
 from .mm import force_sig_segv, region_takes_task_policy, set_region_nodes
@@ -92,13 +92,7 @@ def do_migrate_pages(s, p, task, from_mask, dst, now, folios):
     excluded) to node dst, one migration batch per call (as do_pages_move: task.ctrl_next is 1 +
     the page to go on from while the call is under way). Returns (folios not migrated, cost in ns)."""
     t = s.task[task]
-    cost = 0.0
-    first = 0
-    if t.ctrl_next == 0:
-        cost = lru_add_drain_all(s, p, now)
-    else:
-        first = t.ctrl_next - 1
-    t.ctrl_next = 0
+    cost, first = drain_or_resume(s, p, t, 0, now)
     mm = t.mm
     m = np.uint64(from_mask)
     n = 0

@@ -43,7 +43,7 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .cost import migrate_batch_ns, migrate_folio_ns
-from .lru import lru_add_drain_all, lruvec_add_folio, lruvec_del_folio
+from .lru import drain_or_resume, lruvec_add_folio, lruvec_del_folio
 from .buddy import buddy_on, hold_folio_frames
 from .mmzone import free_folio, take_pages, wakeup_kswapd, zone_alloc_ok, zone_free_pages, zone_watermark_ok
 from .params import P
@@ -212,9 +212,6 @@ def do_pages_move(s, p, task, r, npages, dst, now, folios):
     in the task's next step, so a large move does not run ahead of the other entities as one
     step. Returns the cost in ns."""
     t = s.task[task]
-    cost = 0.0
-    if t.ctrl_next == 0:
-        cost = lru_add_drain_all(s, p, now)      # lru_cache_disable()
     st = t.move_status
     mm = s.task[task].mm
     lo = s.regions.start[r]
@@ -223,8 +220,7 @@ def do_pages_move(s, p, task, r, npages, dst, now, folios):
     ours = s.regions.mm[r] == mm
     n = 0
     queued = 0
-    first = lo if t.ctrl_next == 0 else t.ctrl_next - 1
-    t.ctrl_next = 0
+    cost, first = drain_or_resume(s, p, t, lo, now)
     for x in range(first, hi):
         if t.ctrl_next != 0:
             break
