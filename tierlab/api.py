@@ -380,7 +380,7 @@ class Simulation:
         if e.knobs:
             self._write_knobs(e.knobs)
         if e.op is not None:
-            if self.state.task[e.issuer]["dead"]:
+            if self.state.task[e.issuer]["dead"] or self.state.task[e.issuer]["exiting"]:
                 raise ConfigError(f"at {e.text!r}: task {e.issuer} has exited at {at_ns / 1e6:.3f} ms, so it cannot "
                                   "issue the call; name a task that runs then (task=T)")
             # a system call the issuer has under way (task.ctrl_next) finishes first
