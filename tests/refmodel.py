@@ -595,7 +595,10 @@ class RefModel:
         if ms - b["rl_start"] > 1000:
             b["rl_start"] = ms
             b["rl_nr_cand"] = nr_cand
-        return not (nr_cand - b["rl_nr_cand"] >= rate_limit)
+        if nr_cand - b["rl_nr_cand"] >= rate_limit:
+            self.count(dst, "promote_rate_limited_pages", nr)
+            return False
+        return True
 
     def promotion_candidate(self, task, cpu_nid, head):
         nid = self.node[head]
@@ -613,9 +616,11 @@ class RefModel:
             return
         # migrate_misplaced_folio_prepare()
         if not self.free[cpu_nid] >= self.wmark[cpu_nid][WHIGH] + nr:
+            self.count(cpu_nid, "misplaced_no_room_pages", nr)
             self.wakeup_kswapd(cpu_nid, self.now)
             return
         if not self.flags[head] & LRU or self.flags[head] & ISOLATED:
+            self.count(cpu_nid, "misplaced_isolate_failed_pages", nr)
             return
         self.lruvec_del(head)
         self.flags[head] |= ISOLATED

@@ -96,6 +96,39 @@ def test_hint_faults_count_in_the_mm_and_in_pgfault_and_are_decided_by_fault_cou
     d = {k: counters(sim)[k] - c0[k] for k in c0}
     assert d["numa_should_migrate_calls"] == 1 and d["numa_latency_rejects"] == 0
     assert d["pgpromote_candidate"] == 1
+    # the candidate stops at migrate_balanced_pgdat (DRAM below HIGH): counted as no room
+    assert d["misplaced_no_room_pages"] == 1 and d["pgpromote_success"] == 0
+    assert d["promote_rate_limited_pages"] == 0 and d["misplaced_isolate_failed_pages"] == 0
+
+
+def test_each_refused_promotion_is_counted_by_its_reason():
+    """Where a promotion stops, in pages on the node it was for: numa_promotion_rate_limit() past
+    rate_limit candidates in its 1 s window (the kernel counts the throttled candidate too), and
+    migrate_misplaced_folio_prepare()'s two refusals: no room (DRAM would fall below WMARK_HIGH)
+    and folio_isolate_lru() failing (a folio already isolated)."""
+    from tierlab.core.migrate import migrate_misplaced_folio_prepare
+    from tierlab.core.numa_balancing import numa_promotion_rate_limit
+    from tierlab.core.vmstat import Vm
+    sim, x = tiering()
+    s = sim.state
+    c0 = s.counters.copy()
+    ms = np.int64(5_000)
+    # the window opens at the first candidate, counting it: the 4th and 5th are 3 past its start
+    assert [bool(numa_promotion_rate_limit(s, 0, 3, 1, ms)) for _ in range(5)] == [False, False, False, True, True]
+    d = s.counters - c0
+    assert d[0, Vm.PGPROMOTE_CANDIDATE] == 5 and d[0, Vm.PROMOTE_RATE_LIMITED_PAGES] == 2
+    # room: DRAM's free pages against WMARK_HIGH + the folio
+    s.pgdat[0]["free"] = s.pgdat[0]["wmark"][st.WMARK_HIGH]
+    assert not migrate_misplaced_folio_prepare(s, sim.p, x, 0, 1, np.int64(0))
+    assert (s.counters - c0)[0, Vm.MISPLACED_NO_ROOM_PAGES] == 1
+    s.pgdat[0]["free"] = s.pgdat[0]["managed"]
+    s.pages.flags[x] |= st.PG_ISOLATED
+    assert not migrate_misplaced_folio_prepare(s, sim.p, x, 0, 1, np.int64(0))
+    assert (s.counters - c0)[0, Vm.MISPLACED_ISOLATE_FAILED_PAGES] == 1
+    s.pages.flags[x] &= ~st.PG_ISOLATED
+    assert migrate_misplaced_folio_prepare(s, sim.p, x, 0, 1, np.int64(0))          # room and on its LRU
+    d = s.counters - c0
+    assert d[0, Vm.MISPLACED_NO_ROOM_PAGES] == 1 and d[0, Vm.MISPLACED_ISOLATE_FAILED_PAGES] == 1
 
 
 def test_time_mode_counts_calls_and_latency_rejects():

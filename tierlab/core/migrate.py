@@ -134,11 +134,16 @@ def migrate_balanced_pgdat(s, dst, nr):
 def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
     """Refuse unless dst keeps WMARK_HIGH after taking the folio (then wake its kswapd: in tiering
     mode that is how promotion makes demotion happen), and isolate the folio from its LRU
-    (folio_isolate_lru fails for a folio still in an lru_add batch or already isolated)."""
+    (folio_isolate_lru fails for a folio still in an lru_add batch or already isolated); each
+    refusal counted in pages on dst (misplaced_no_room_pages, misplaced_isolate_failed_pages)."""
     if not migrate_balanced_pgdat(s, dst, nr):
+        s.counters[dst, Vm.MISPLACED_NO_ROOM_PAGES] += nr
         wakeup_kswapd(s, p, dst, now)
         return False
-    return folio_isolate_lru(s, head)
+    if not folio_isolate_lru(s, head):
+        s.counters[dst, Vm.MISPLACED_ISOLATE_FAILED_PAGES] += nr
+        return False
+    return True
 
 
 @jit

@@ -234,7 +234,10 @@ def numa_promotion_rate_limit(s, nid, rate_limit, nr, ms):
     if ms - s.pgdat[nid].nbp_rl_start > 1000:
         s.pgdat[nid].nbp_rl_start = ms
         s.pgdat[nid].nbp_rl_nr_cand = nr_cand
-    return nr_cand - s.pgdat[nid].nbp_rl_nr_cand >= rate_limit
+    if nr_cand - s.pgdat[nid].nbp_rl_nr_cand >= rate_limit:
+        s.counters[nid, Vm.PROMOTE_RATE_LIMITED_PAGES] += nr
+        return True
+    return False
 
 
 @jit

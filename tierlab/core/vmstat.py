@@ -92,6 +92,12 @@ class Vm(IntEnum):
     THP_DEFERRED_SPLIT_PAGE = 63
     THP_SWPOUT = 64              # a PMD-sized folio swapped out whole (count_swpout_vm_event)
     THP_SWPOUT_FALLBACK = 65     # one split for want of swap entries first (shrink_folio_list)
+    # tierlab's own: where a hint fault's (or a page-cache access's) promotion stops, in pages, on the
+    # node it was for -- beside numa_latency_rejects (the threshold) and pgmigrate_fail (no page at
+    # WMARK_MIN when migrating)
+    PROMOTE_RATE_LIMITED_PAGES = 66      # candidates numa_promotion_rate_limit() throttled
+    MISPLACED_NO_ROOM_PAGES = 67         # refused by migrate_balanced_pgdat(): dst would fall below WMARK_HIGH
+    MISPLACED_ISOLATE_FAILED_PAGES = 68  # refused by folio_isolate_lru() (in an lru_add batch, or isolated)
 
 
 class MthpStat(IntEnum):
