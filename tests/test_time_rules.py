@@ -34,6 +34,9 @@ def golden_run(name, per_task):
     sim = build(RUNS[name])
     sim.workload.chunk_accesses = per_task * sim.workload.nr_tasks
     res = sim.run().result()
+    # each task is given a part only below the low-water mark (workloads.base.low_water): the feed
+    # never holds more than two parts per task, whatever the tasks' pace
+    assert sim._feed.input.peak_ops <= 2 * sim.workload.chunk_accesses
     # no calendar was outrun: every lock and bandwidth booking inside its ring (#28), which is at
     # least 4x the lead the time rules allowed (a quantum and the longest step)
     assert int(sim.state.locks["nr_beyond"].sum()) == 0 and int(sim.state.membw["nr_beyond"].sum()) == 0

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..units import PAGE_SIZE
 from ._kernels import fill_file_read
-from .base import MAX_TASKS, Chunk, Region, Workload, int_param, policy_param, size_param
+from .base import MAX_TASKS, Chunk, Region, Workload, int_param, low_water, policy_param, size_param
 
 MAX_RW_COUNT = (1 << 31) - PAGE_SIZE
 
@@ -92,10 +92,16 @@ class FileRead(ReadCalls, Workload):
         # one pair of buffers, refilled for every chunk: a chunk is valid until the next is taken
         pages_buf = np.empty(min(per_task, total) * self.tasks, dtype=np.int64)
         ops_buf = np.empty(pages_buf.shape[0], dtype=np.uint8)
-        for start in range(0, total, per_task):
-            n = min(per_task, total - start)
-            pages = pages_buf[:n * self.tasks]
-            ops = ops_buf[:n * self.tasks]
-            for t in range(self.tasks):
-                fill_file_read(pages, ops, t * n, start, n, t * (F + self.buffer_pages), F, B, self.pages_per_call)
-            yield Chunk(np.arange(self.tasks + 1, dtype=np.int64) * n, pages, ops)
+        done = np.zeros(self.tasks, np.int64)      # each task's place in its own stream
+        progress = None
+        while (done < total).any():
+            # the next part of each task below the low-water mark (workloads.base.low_water)
+            n = np.where(low_water(progress, per_task, self.tasks), np.minimum(per_task, total - done), 0)
+            offsets = np.zeros(self.tasks + 1, np.int64)
+            np.cumsum(n, out=offsets[1:])
+            pages, ops = pages_buf[:offsets[-1]], ops_buf[:offsets[-1]]
+            for t in np.flatnonzero(n).tolist():
+                fill_file_read(pages, ops, int(offsets[t]), int(done[t]), int(n[t]), t * (F + self.buffer_pages), F, B,
+                               self.pages_per_call)
+            done += n
+            progress = yield Chunk(offsets, pages, ops, ended=done >= total)
