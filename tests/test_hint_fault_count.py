@@ -146,6 +146,12 @@ def test_time_mode_counts_calls_and_latency_rejects():
     assert c["numa_latency_rejects"] + c["pgpromote_candidate"] <= c["numa_should_migrate_calls"]
     log = sim.result().hint_latency
     assert len(log) == c["numa_should_migrate_calls"] and (log.unit == "ms").all()
+    # each test names its folio and the region holding it
+    regions = {r.name: i for i, r in enumerate(sim.workload.regions())}
+    start = sim.state.regions.start
+    for page, name in zip(log.page, log.region):
+        r = regions[name]
+        assert start[r] <= page < start[r + 1]
     assert (log.threshold == 1).all() and int(log.latency.iloc[-1]) >= 1
 
 
@@ -199,7 +205,7 @@ def test_latency_log_keeps_every_stride_th_test_and_doubles_the_stride_when_full
     rows = s.hintlog.shape[0]
     n = 2 * rows + 5
     for i in range(n):
-        hint_latency_log(s, np.int64(i), np.int64(10 * i), np.int64(1000), np.int64(HINT_LATENCY_TIME))
+        hint_latency_log(s, np.int64(i), np.int64(10 * i), np.int64(1000), np.int64(HINT_LATENCY_TIME), np.int64(i % 7))
     # full at `rows` tests (stride 1) -> every 2nd kept (stride 2), full again at test 2 * rows - 2
     # -> every 4th (stride 4); tests 0, 4, 8, ... up to n - 1 are in the log
     assert int(s.sys[0]["hintlog_stride"]) == 4
@@ -207,6 +213,7 @@ def test_latency_log_keeps_every_stride_th_test_and_doubles_the_stride_when_full
     got = s.hintlog[:nr, 0]
     assert got.tolist() == list(range(0, n, 4))
     assert (s.hintlog[:nr, 1] == 10 * got).all() and (s.hintlog[:nr, 2] == 1000).all()
+    assert (s.hintlog[:nr, 4] == got % 7).all()                 # each row's folio kept with it
     df = sim.result().hint_latency
     assert df.attrs["stride"] == 4 and len(df) == nr and (df.unit == "ms").all()
 

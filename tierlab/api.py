@@ -579,13 +579,17 @@ class Simulation:
     def hint_latency(self) -> pd.DataFrame:
         """The logged latency tests of should_numa_migrate_memory() (the seed 002 RFC's table of
         latency and threshold samples): time_s (simulated), latency, threshold, unit ("ms" of the
-        kernel's clock, full-size under --scale, or "faults": the mm's hint faults); every
+        kernel's clock, full-size under --scale, or "faults": the mm's hint faults), and the folio
+        tested (page: its head page id; region: the workload region holding it); every
         `attrs["stride"]`-th test of the run so far (numa_balancing.hint_latency_log)."""
         from .core.numa_balancing import HINT_LATENCY_FAULT_COUNT
         s = self.state
         log = s.hintlog[:int(s.sys[0]["nr_hintlog"])]
+        names = np.array([r.name for r in self.workload.regions()], dtype=object)
+        slot = np.searchsorted(s.regions.start, log[:, 4], side="right") - 1
         df = pd.DataFrame({"time_s": log[:, 0] / 1e9, "latency": log[:, 1], "threshold": log[:, 2],
-                           "unit": np.where(log[:, 3] == HINT_LATENCY_FAULT_COUNT, "faults", "ms")})
+                           "unit": np.where(log[:, 3] == HINT_LATENCY_FAULT_COUNT, "faults", "ms"),
+                           "page": log[:, 4], "region": names[slot] if len(log) else names[:0]})
         df.attrs["stride"] = int(s.sys[0]["hintlog_stride"])
         return df
 

@@ -200,8 +200,9 @@ def scan_stamp(s, p, mm, now):
 
 
 @jit
-def hint_latency_log(s, now, latency, th, metric):
-    """Log (now, latency, threshold, metric) of one latency test, for every `hintlog_stride`-th test: the
+def hint_latency_log(s, now, latency, th, metric, head):
+    """Log (now, latency, threshold, metric, the folio's head page) of one latency test, for every
+    `hintlog_stride`-th test: the
     tests logged are numbers 0, stride, 2*stride, ... When the log is full, every other row is
     dropped and the stride doubles, so the log always covers the whole run in at most
     HINT_LOG_ROWS rows (state.py), deterministically."""
@@ -214,13 +215,14 @@ def hint_latency_log(s, now, latency, th, metric):
     if n == log.shape[0]:
         n >>= 1
         for i in range(n):
-            for k in range(4):
+            for k in range(log.shape[1]):
                 log[i, k] = log[2 * i, k]
         g.hintlog_stride *= 2
     log[n, 0] = now
     log[n, 1] = latency
     log[n, 2] = th
     log[n, 3] = metric
+    log[n, 4] = head
     g.nr_hintlog = n + 1
     g.hintlog_skip = g.hintlog_stride - 1
 
@@ -288,7 +290,7 @@ def should_numa_migrate_memory(s, p, head, dst, nr, now, mm):
         if th == 0:
             th = def_th
         latency = numa_hint_fault_latency(s, p, head, ms)
-    hint_latency_log(s, now, latency, th, metric)
+    hint_latency_log(s, now, latency, th, metric, head)
     if latency >= th:
         s.counters[dst, Vm.NUMA_LATENCY_REJECTS] += 1
         return False

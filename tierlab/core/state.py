@@ -46,8 +46,9 @@ below.
     marks     int64[T, M] task clock at MARK ops
     counters  int64[N, NR_VMSTAT_ITEMS] vmstat events per node (vmstat.py)
     samples   int64[S, ncols] time-series rows (engine.take_sample)
-    hintlog   int64[HINT_LOG_ROWS, 4] a sample of should_numa_migrate_memory()'s latency tests:
-              (simulated ns, latency, threshold, HINT_LATENCY_* metric), every `hintlog_stride`-th test, the stride doubling
+    hintlog   int64[HINT_LOG_ROWS, 5] a sample of should_numa_migrate_memory()'s latency tests:
+              (simulated ns, latency, threshold, HINT_LATENCY_* metric, the folio's head page), every
+              `hintlog_stride`-th test, the stride doubling
               whenever the log fills (numa_balancing.hint_latency_log)
     prof      float64[T + N, NR_KSYMS] simulated time per entity (tasks, then kswapds) and kernel
               function (profile.py)
@@ -654,7 +655,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     marks=np.zeros((T, max(1, nr_marks)), np.int64),
                     counters=np.zeros((N, nr_counters), np.int64),
                     samples=np.zeros((sample_rows, sample_cols), np.int64),
-                    hintlog=np.zeros((HINT_LOG_ROWS, 4), np.int64),
+                    hintlog=np.zeros((HINT_LOG_ROWS, 5), np.int64),
                     prof=np.zeros((T + N, NR_KSYMS), np.float64),
                     tlb_ubc=np.zeros((3, MM_CPUMASK_WORDS), np.uint64),
                     tlbs=tlbs_array(C, tlb_geometry),
