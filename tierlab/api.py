@@ -471,11 +471,15 @@ class Simulation:
                 f"freed nothing ({nodes}); the workload does not fit this machine with these knobs "
                 "(anon memory needs swap_size or demotion_enabled with a lower tier)")
 
+    def _region_of(self, pages: np.ndarray) -> np.ndarray:
+        """The region slot holding each page id (state.region_of, for arrays in Python)."""
+        return np.searchsorted(self.state.regions.start, pages, side="right") - 1
+
     def _segv_message(self) -> str:
         s = self.state
         t, page = int(s.sys[0]["segv_task"]), int(s.sys[0]["segv_page"])
         proc = self._layout.processes[int(s.task[t]["mm"])].name
-        r = int(np.searchsorted(s.regions.start, page, side="right")) - 1 if page >= 0 else -1
+        r = int(self._region_of(np.array([page]))[0]) if page >= 0 else -1
         where = f"page {page} of region {self._regions[r].name}" if 0 <= r < len(self._regions) else f"slot {page}"
         return (f"workload {self.workload.name}: task {t} (process {proc}) touched {where}, which no VMA of "
                 "its process maps (SIGSEGV); accepted: accesses and control ops on the process's own mapped "
@@ -585,8 +589,8 @@ class Simulation:
         from .core.numa_balancing import HINT_LATENCY_FAULT_COUNT
         s = self.state
         log = s.hintlog[:int(s.sys[0]["nr_hintlog"])]
-        names = np.array([r.name for r in self.workload.regions()], dtype=object)
-        slot = np.searchsorted(s.regions.start, log[:, 4], side="right") - 1
+        names = np.array([r.name for r in self._regions], dtype=object)
+        slot = self._region_of(log[:, 4])
         df = pd.DataFrame({"time_s": log[:, 0] / 1e9, "latency": log[:, 1], "threshold": log[:, 2],
                            "unit": np.where(log[:, 3] == HINT_LATENCY_FAULT_COUNT, "faults", "ms"),
                            "page": log[:, 4], "region": names[slot] if len(log) else names[:0]})

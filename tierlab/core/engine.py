@@ -76,14 +76,14 @@ from .params import P
 from .profile import K, charge
 from .reclaim import kswapd_step
 from .sched import (
-    INF, cpu_ready_at, kswapd_dequeue, no_task_has_work, sched_account, sched_dequeue_task, sched_init_chunk,
+    INF, cpu_ready_at, kswapd_dequeue, sched_account, sched_dequeue_task, sched_init_chunk,
     sched_need_pick, sched_resched, sched_wake_task,
 )
 from .state import (
     F2_PRESENT, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, ORDER_MASK,
     DR_NONE, STATUS_DONE, STATUS_EVENT, STATUS_PHASE, STATUS_MARKS_FULL, STATUS_NEED_INPUT, STATUS_OOM, STATUS_SAMPLES_FULL, STATUS_SEGV, folio_head,
 )
-from .time_rules import note_clock_spread, note_step, quantum_limit
+from .time_rules import note_clock_spread, note_step, phase_due, quantum_limit
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
@@ -406,7 +406,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                 # CPU's now, which is what says it stopped (Progress.stopped reads task.end)
                 s.task[t].end = max(s.task[t].end, clock)
                 sched_dequeue_task(s, t)
-                if s.sys[0].phase_held and no_task_has_work(s, task_pos, offsets):
+                if phase_due(s, task_pos, offsets):
                     return STATUS_PHASE             # the last task is through: the next phase starts now
                 continue
             cpumask_set_cpu(s, s.task[t].mm, c)
@@ -552,10 +552,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             s.sys[0].now = clock
         if status != STATUS_DONE:
             return status
-        if gone and s.sys[0].phase_held and no_task_has_work(s, task_pos, offsets):
-            # the last task is through its input and the next phase waits for it: it starts now,
-            # before kswapd or a timer runs on past the tasks (the time rules hold at a barrier too)
-            return STATUS_PHASE
+        if gone and phase_due(s, task_pos, offsets):
+            return STATUS_PHASE             # the last task is through its input: the next phase starts now
         if dry:
             s.sys[0].resume_cpu = c
             s.sys[0].resume_limit = limit

@@ -40,7 +40,7 @@ import numpy as np
 from ._jit import jit, jit_inline
 
 from .params import P
-from .sched import INF, sched_next_event
+from .sched import INF, no_task_has_work, sched_next_event
 from .state import LOCK_BIN_NS, LOCK_BINS
 
 # The longest step one entity takes past its quantum's limit (rule 3), with the default costs
@@ -97,6 +97,13 @@ def note_step(s, limit, end):
     batch: past its start); the longest so far is kept in sys.max_step_ns."""
     if end - limit > s.sys[0].max_step_ns:
         s.sys[0].max_step_ns = end - limit
+
+
+@jit_inline
+def phase_due(s, task_pos, offsets):
+    """Rule 6's test: the next phase is held (sys.phase_held) and no task has input left, so the run
+    stops now (engine STATUS_PHASE), before kswapd or a timer runs on past the tasks."""
+    return s.sys[0].phase_held and no_task_has_work(s, task_pos, offsets)
 
 
 def phase_start(s) -> int:
