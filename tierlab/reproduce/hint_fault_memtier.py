@@ -44,6 +44,9 @@ E = "hint-fault-memtier"
 COUNTERS = ("numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated",
             "pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd", "pgdemote_direct",
             "numa_should_migrate_calls", "numa_latency_rejects")
+# where a candidate stops besides promotion (tierlab's counters, vmstat.py): in attrs, not scored
+REFUSALS = ("promote_rate_limited_pages", "misplaced_no_room_pages", "misplaced_isolate_failed_pages",
+            "pgmigrate_fail")
 REPORT = {"ops_per_sec": "Ops/sec", "hits_per_sec": "Hits/sec", "misses_per_sec": "Misses/sec",
           "avg_latency_ms": "Avg. Latency", "p50_latency_ms": "p50 Latency", "p99_latency_ms": "p99 Latency",
           "p999_latency_ms": "p99.9 Latency", "kb_per_sec": "KB/sec"}
@@ -59,7 +62,7 @@ def run_column(scale: float, patched: bool, request_cpu_ns: float, requests: int
     sim = Simulation(Machine.load("bergamo-cxl").scaled(scale), Kernel(**knobs), w, seed=seed,
                      sample_interval_ms=1000.0)
     res = sim.run().result()
-    out = {k: float(res.counters[k]) * scale for k in COUNTERS}
+    out = {k: float(res.counters[k]) * scale for k in COUNTERS + REFUSALS}
     out.update({k: float(res.summary[v]) for k, v in REPORT.items()})
     for k in ("latency_count", "duration_s", "rounds", "latency_truncated"):
         out[k] = res.summary[k]
@@ -130,6 +133,6 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     out.attrs["scale"] = scale
     out.attrs["calibrate_scale"] = cal_scale
     for col, vals in (("default", default), ("patched", patched)):
-        for key in ("numa_should_migrate_calls", "numa_latency_rejects", "latency_count", "duration_s"):
+        for key in ("numa_should_migrate_calls", "numa_latency_rejects", "latency_count", "duration_s") + REFUSALS:
             out.attrs[f"{key}_{col}"] = vals[key]
     return out
