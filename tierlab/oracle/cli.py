@@ -75,7 +75,7 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
     if args.workload == "suite":
         from .suite import DOC, run_suite
         return run_suite(only=args.only, doc=None if args.no_doc else (args.doc or DOC), fmt=args.format,
-                         log=_log, accel=args.accel)
+                         log=_log, accel=args.accel, guest_kernel=args.kernel)
     from .compare import run_oracle
     if args.only or args.no_doc or args.doc:
         raise ConfigError("--only, --doc and --no-doc belong to `tierlab oracle suite`")
@@ -86,7 +86,7 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
     run = run_oracle(args.workload, _key_values(args.param, "--param"), _key_values(args.set, "--set"),
                      machine=args.machine, scale=args.scale, cpus=args.cpus, seed=args.seed,
                      guest_settings=settings, program_args=_key_values(args.program_arg, "--program-arg"),
-                     accel=args.accel, timeout_s=args.timeout, log=_log)
+                     accel=args.accel, timeout_s=args.timeout, log=_log, guest_kernel=args.kernel)
     if args.transcript:
         with open(args.transcript, "w") as f:
             f.write(run.transcript)
@@ -128,6 +128,11 @@ def add_oracle_command(sub) -> None:
                         "(tierlab/oracle/programs/*.c say which)")
     o.add_argument("--accel", default="tcg", metavar="ACCEL",
                    help="QEMU accelerator (default: tcg; e.g. 'tcg,thread=single' or 'kvm' where it works)")
+    o.add_argument("--kernel", metavar="NAME",
+                   help="the guest's kernel: tierlab-6.12 (our build of Debian's linux-source-6.12 with "
+                        "tierlab/oracle/kernel.config; built on first use, see docs/oracle.md) or a Debian package "
+                        "linux-image-6.12.N+deb12-amd64-unsigned (default: $TIERLAB_ORACLE_KERNEL, else the newest "
+                        "Debian package cached or known to apt)")
     o.add_argument("--timeout", type=float, default=900, metavar="S", help="give up on the guest after S seconds")
     o.add_argument("--format", choices=("table", "json"), default="table", help="output on stdout")
     o.add_argument("--all", action="store_true", help="also list the guest's counters the model does not have")

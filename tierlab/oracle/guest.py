@@ -271,13 +271,14 @@ def require_qemu() -> str:
 
 def boot(machine: Machine, program: str, args: list[str], files: dict, kernel: Kernel,
          guest_settings: dict[str, str] | None = None, timeout_s: float = 900, accel: str = "tcg",
-         log=None) -> Boot:
-    """Build (or take from the cache) everything, boot `machine` (a `guest_machine`), run `program`
-    with `args` over a disk holding `files`, and return the console transcript."""
+         log=None, guest_kernel: str | None = None) -> Boot:
+    """Build (or take from the cache) everything, boot `machine` (a `guest_machine`) on
+    `guest_kernel` (build.kernel_package's choice), run `program` with `args` over a disk holding
+    `files`, and return the console transcript."""
     settings = dict(MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
     script = run_script(program, args, kernel, settings, disk=bool(files))  # refuses bad knobs first
     require_qemu()
-    gk = build.ensure_kernel(log)
+    gk = build.ensure_kernel(log, guest_kernel)
     base = build.ensure_base_initramfs(gk, log)
     disk = build.ensure_disk(files, log)
     with tempfile.TemporaryDirectory(prefix="tierlab-oracle-") as tmp:
