@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tierlab.errors import ConfigError
-from tierlab.oracle import build, kernel
+from tierlab.oracle import build, kernel, suite
 
 
 def test_parse_config_reads_values_and_not_set_lines():
@@ -118,6 +118,24 @@ def test_base_initramfs_lists_no_modules_for_a_kernel_with_them_built_in(tmp_pat
     assert order.strip() == b""
 
 
+def test_demotion_entry_shows_the_tlb_counters_the_guest_has():
+    """The four nr_tlb_* rows are shown (not judged) in the demotion entries; a shown row the guest's
+    kernel lacks (Debian's has only the received count, from /proc/interrupts) is left out."""
+    mech = suite.MECHANISMS["demotion"]
+    assert set(suite.TLB_COUNTERS) <= set(mech.shown) and not set(suite.TLB_COUNTERS) & set(mech.counters)
+    e = next(x for x in suite.ENTRIES if x.mechanism == "demotion")
+    base = {c: 100 for c in mech.rows}
+    debian = dict(base, nr_tlb_remote_flush=None, nr_tlb_local_flush_all=None, nr_tlb_local_flush_one=None)
+    model = dict(base, nr_tlb_remote_flush=150)
+    r = suite.EntryResult(e, guest=[debian, debian], model=model)
+    names = [row["counter"] for row in r.rows()]
+    assert "nr_tlb_remote_flush_received" in names and "nr_tlb_remote_flush" not in names
+    r = suite.EntryResult(e, guest=[base, base], model=model)
+    rows = {row["counter"]: row for row in r.rows()}
+    assert set(suite.TLB_COUNTERS) <= set(rows)
+    assert rows["nr_tlb_remote_flush"]["ratio"] == 1.5 and not rows["nr_tlb_remote_flush"]["judged"]
+
+
 # ---- a real guest on our kernel ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -151,8 +169,7 @@ def test_guest_on_our_kernel_has_the_tlb_counters(own_kernel):
     g = run.guest
     assert g.kernel == own_kernel.release and run.warnings == []
     assert g.counters["pgdemote_kswapd"] + g.counters["pgdemote_direct"] > 10_000
-    for c in ("nr_tlb_remote_flush", "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all",
-              "nr_tlb_local_flush_one"):
+    for c in suite.TLB_COUNTERS:
         assert c in g.vmstat_after.index, c
     assert g.counters["nr_tlb_local_flush_one"] > 0
 
