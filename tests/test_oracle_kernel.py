@@ -159,7 +159,9 @@ def own_kernel():
 
 def test_guest_on_our_kernel_has_the_tlb_counters(own_kernel):
     """A short demotion run on our kernel: demotion happens, /proc/vmstat has CONFIG_DEBUG_TLBFLUSH's
-    four counters, and its received count is /proc/interrupts' TLB shootdowns."""
+    four counters, and its received count is /proc/interrupts' TLB shootdowns within a few: the dump
+    reads /proc/vmstat before /proc/interrupts, so a shootdown between the two reads counts in one
+    only (seen: 2 of 162), and flush_tlb_all()'s receipts count in /proc/vmstat only."""
     import re
     from tierlab.oracle import run_oracle
     from tierlab.oracle.console import _tlb_shootdowns
@@ -176,4 +178,4 @@ def test_guest_on_our_kernel_has_the_tlb_counters(own_kernel):
     def irq(when):
         body = re.search(rf"@@tierlab begin interrupts {when}\r?\n(.*?)@@tierlab end", run.transcript, re.S).group(1)
         return _tlb_shootdowns(body.splitlines())
-    assert irq("after") - irq("before") == g.counters["nr_tlb_remote_flush_received"]
+    assert abs(irq("after") - irq("before") - g.counters["nr_tlb_remote_flush_received"]) <= 10
