@@ -3,6 +3,9 @@
     tierlab oracle random-read --machine qemu-2node --scale 4 --param target=anon \\
         --param file_size=1536MiB --param policy=bind:0 --set demotion_enabled=1 [--format json]
     tierlab oracle suite [--only NAME] [--doc docs/oracle.md | --no-doc]
+
+Both take --kernel tierlab-6.12 to boot tierlab's own kernel (tierlab/oracle/kernel.py) instead of
+Debian's package.
 """
 from __future__ import annotations
 
