@@ -186,7 +186,8 @@ class EntryResult:
         return out
 
 
-def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None = None) -> EntryResult:
+def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None = None,
+              icount: str | None = None) -> EntryResult:
     from .. import api
     res = EntryResult(e)
     run = None
@@ -195,14 +196,14 @@ def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None =
             log(f"{e.name}: guest run {i + 1} of {e.repeat}")
         run = run_oracle(e.workload, e.params, e.knobs, machine=e.machine, scale=e.scale, cpus=e.cpus,
                          seed=e.seed, guest_settings=e.guest_settings, accel=accel, log=log,
-                         guest_kernel=guest_kernel)
+                         guest_kernel=guest_kernel, icount=icount)
         res.guest.append({c: _value(run.guest.counters, c) for c in MECHANISMS[e.mechanism].rows})
         res.info.setdefault("guest_run_time_s", []).append(round(run.guest.run_time_s, 2))
         res.info.setdefault("guest_wall_s", []).append(round(run.wall_s, 1))
         res.info.setdefault("numa_scan_seq", []).append(run.guest.numa_scan_seq)
         res.info.setdefault("warnings", []).extend(run.warnings)
     res.model = {c: _value(run.model.counters, c) for c in MECHANISMS[e.mechanism].rows}
-    res.info.update(kernel=run.guest.kernel, model_sim_time_s=round(run.model.sim_time_s, 3),
+    res.info.update(kernel=run.guest.kernel, icount=icount, model_sim_time_s=round(run.model.sim_time_s, 3),
                     model_capacity_MiB=[nd["capacity"] >> 20 for nd in run.model_machine["nodes"]],
                     min_free_kbytes=run.guest.knobs.get("min_free_kbytes"))
     if int(e.knobs.get("numa_balancing", 0)):
@@ -248,7 +249,8 @@ def markdown(results: list[EntryResult]) -> str:
             out.append(f"**{e.name}**: `{e.workload}` ({params}); knobs {knobs}; {e.machine} at scale 1/{e.scale:g}, "
                        f"{e.cpus} vCPUs. {e.note}.  ")
             i = r.info
-            out.append(f"Guest: Linux {i['kernel']}, {len(r.guest)} runs, workload {i['guest_run_time_s']} s on the "
+            out.append(f"Guest: Linux {i['kernel']}" + (f" (QEMU -icount {i['icount']})" if i.get("icount") else "")
+                       + f", {len(r.guest)} runs, workload {i['guest_run_time_s']} s on the "
                        f"guest's clock ({i['guest_wall_s']} s wall with boot). Model: capacities {i['model_capacity_MiB']} MiB "
                        f"(guest MemFree), min_free_kbytes {i['min_free_kbytes']}, {i['model_sim_time_s']} s simulated"
                        + (f"; time-matched with R = {r.r:.1f} ({i['matched_sim_time_s']} s simulated)" if r.r else "")
@@ -307,14 +309,14 @@ def doc_tables(path: str | Path = DOC) -> dict:
 
 
 def run_suite(only=None, doc: str | Path | None = DOC, fmt: str = "table", log=None, accel: str = "tcg",
-              guest_kernel: str | None = None) -> int:
+              guest_kernel: str | None = None, icount: str | None = None) -> int:
     entries = ENTRIES
     if only:
         unknown = set(only) - {e.name for e in ENTRIES}
         if unknown:
             raise ConfigError(f"--only: unknown entry {sorted(unknown)[0]!r}; accepted: {', '.join(e.name for e in ENTRIES)}")
         entries = [e for e in ENTRIES if e.name in only]
-    results = [run_entry(e, log=log, accel=accel, guest_kernel=guest_kernel) for e in entries]
+    results = [run_entry(e, log=log, accel=accel, guest_kernel=guest_kernel, icount=icount) for e in entries]
     text = markdown(results)
     if fmt == "json":
         print(json.dumps([{"entry": r.entry.name, "mechanism": r.entry.mechanism, "r": r.r, "info": r.info,
