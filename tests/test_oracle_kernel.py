@@ -85,6 +85,14 @@ def test_second_call_returns_the_cached_kernel_without_building(tmp_path, monkey
     assert kernel.cached_kernel() == k
 
 
+def test_missing_source_names_the_package(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel, "SOURCE_TARBALL", tmp_path / "linux-source-6.12.tar.xz")
+    with pytest.raises(build.Unavailable, match=r"not found; install the Debian package linux-source-6.12 "
+                                                r"\(apt-get install linux-source-6.12\)"):
+        kernel.source_version()
+    assert kernel.cached_kernel() is None          # the guest test's check: builds nothing, raises nothing
+
+
 def test_kernel_choice_names_what_is_accepted(monkeypatch):
     assert build.kernel_package("tierlab-6.12") == "tierlab-6.12"
     assert build.kernel_package("linux-image-6.12.117+deb12-amd64-unsigned").startswith("linux-image-6.12.117")

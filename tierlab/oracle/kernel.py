@@ -4,8 +4,8 @@ patch series.
 
 The source is Debian's `linux-source-6.12` package (/usr/src/linux-source-6.12.tar.xz, the Debian
 patches already applied). The kernel is configured from nothing: `make allnoconfig` with
-`kernel.config` as KCONFIG_ALLCONFIG, so every option it has is either in the fragment or
-selected by one that is. Kconfig drops a requested option whose dependencies are unmet without a
+`kernel.config` as KCONFIG_ALLCONFIG, so every option it has is in the fragment, selected by one
+that is, or an option without a prompt at its own default. Kconfig drops a requested option whose dependencies are unmet without a
 word; `check_config` compares the resulting .config with the fragment and stops naming the first
 option that did not survive. Everything is built in (CONFIG_MODULES off): the guest's init loads
 the modules its kernel lists, and this one lists none.
@@ -210,9 +210,10 @@ def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
     work = cache_dir() / "kernel-build"
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    log_path = work / f"{key}.log"          # kept where a failed build's message says
+    log_path.write_text("")
     with tempfile.TemporaryDirectory(dir=work, prefix=f"{key}-") as tmp:
         tmp = Path(tmp)
-        log_path = tmp / "build.log"
         if log:
             log(f"unpacking {SOURCE_TARBALL.name} ({version}) ...")
         _run(["tar", "-xJf", str(SOURCE_TARBALL), "-C", str(tmp)], f"unpacking {SOURCE_TARBALL}")
@@ -227,7 +228,11 @@ def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
         make = ["nice", "-n", str(BUILD_NICE), "make", f"O={out}", "ARCH=x86_64", f"LOCALVERSION={LOCALVERSION}"]
         _run(make + [f"KCONFIG_ALLCONFIG={FRAGMENT}", BASE_CONFIG], f"configuring {NAME} ({BASE_CONFIG} + {FRAGMENT.name})",
              cwd=src)
-        check_config(fragment, parse_config((out / ".config").read_text(), ".config"), FRAGMENT.name)
+        try:
+            check_config(fragment, parse_config((out / ".config").read_text(), ".config"), FRAGMENT.name)
+        except KernelConfigError as e:
+            shutil.copy(out / ".config", work / f"{key}.config")
+            raise KernelConfigError(f"{e} (the configured .config is kept in {work / f'{key}.config'})") from None
         if log:
             log(f"building {NAME} ({version}, key {key}) with make -j{jobs} at nice {BUILD_NICE}; log in {log_path}")
         steps = _make(make + [f"-j{jobs}", "bzImage"], src, log_path, _last_steps(), NAME)
@@ -237,7 +242,7 @@ def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
         (stage / "modules").mkdir(parents=True)
         shutil.copy(out / "arch" / "x86" / "boot" / "bzImage", stage / "vmlinuz")
         shutil.copy(out / ".config", stage / "config")
-        shutil.copy(log_path, stage / "build.log")
+        shutil.move(log_path, stage / "build.log")
         (stage / "modules" / "order").write_text("")      # everything is built in
         (stage / "release").write_text(release + "\n")
         (stage / "build.json").write_text(json.dumps({
