@@ -155,6 +155,15 @@ def test_qemu_argv():
     assert "file=/d.img,format=raw,if=virtio,readonly=on" in argv
 
 
+def test_qemu_argv_icount_is_opt_in_and_tcg_only():
+    m = guest.guest_machine(Machine.load("qemu-2node").scaled(4), cpus=2)
+    assert "-icount" not in guest.qemu_argv(m, Path("/k"), Path("/i"), None)
+    argv = guest.qemu_argv(m, Path("/k"), Path("/i"), None, icount=guest.ICOUNT_REPEATABLE)
+    assert argv[argv.index("-icount") + 1] == "shift=0,sleep=off" and argv[argv.index("-accel") + 1] == "tcg"
+    with pytest.raises(ConfigError, match=r"--icount: QEMU counts instructions only under TCG, not --accel kvm"):
+        guest.qemu_argv(m, Path("/k"), Path("/i"), None, accel="kvm", icount="shift=0")
+
+
 def test_knob_writes():
     w = guest.knob_writes(Kernel(demotion_enabled=1, numa_balancing=2, hot_threshold_ms=500))
     names = [n for n, _, _ in w]

@@ -8,6 +8,9 @@ image by the files it holds. A second run with the same inputs only boots. Per-r
 the workload's command line) are a tiny second cpio archive appended to the cached base (the kernel
 unpacks concatenated archives in order), so they never invalidate the cache.
 
+The kernel is Debian's binary package, or tierlab's own build of Debian's 6.12 source with a
+committed config (`kernel.py`, chosen by the name `tierlab-6.12`); `ensure_kernel` gives either.
+
 A missing piece (qemu, busybox-static, cpio, gcc's static libc, mkfs.ext4, the kernel package)
 raises `Unavailable`, whose message names the piece and the package that provides it.
 """
@@ -24,10 +27,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TierlabError
+from ..errors import ConfigError, TierlabError
 
 CACHE_ENV = "TIERLAB_ORACLE_CACHE"
-KERNEL_ENV = "TIERLAB_ORACLE_KERNEL"     # a package name, e.g. linux-image-6.12.117+deb12-amd64-unsigned
+KERNEL_ENV = "TIERLAB_ORACLE_KERNEL"     # a package name, e.g. linux-image-6.12.117+deb12-amd64-unsigned, or tierlab-6.12
 KERNEL_PACKAGE_RE = re.compile(r"^linux-image-6\.12\.\d+\+deb12-amd64-unsigned$")
 PROGRAM_DIR = Path(__file__).parent / "programs"
 # Modules the init loads, in this order, with their `depends=` resolved from the .ko files:
@@ -37,7 +40,8 @@ ROOT_MODULES = ("crc32c_generic", "virtio_blk", "ext4")
 BUSYBOX_PATHS = ("/bin/busybox", "/usr/bin/busybox")
 
 INIT = r"""#!/bin/busybox sh
-# tierlab oracle guest init: mount, load the disk's modules, run /run.sh (the per-run script), power off.
+# tierlab oracle guest init: mount, load the disk's modules (none for a kernel with them built in),
+# run /run.sh (the per-run script), power off.
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -92,11 +96,11 @@ def require_tool(name: str, package: str) -> str:
 
 @dataclass(frozen=True)
 class GuestKernel:
-    package: str          # the Debian package it came from
+    package: str          # the Debian package it came from, or tierlab-6.12-<key> (kernel.py)
     release: str          # uname -r, e.g. 6.12.117+deb12-amd64
     vmlinuz: Path
     config: Path
-    modules: tuple[Path, ...]   # decompressed .ko files in load order
+    modules: tuple[Path, ...]   # decompressed .ko files in load order (none: all built in)
 
 
 def _kernel_from_dir(d: Path) -> GuestKernel | None:
@@ -113,11 +117,17 @@ def _version_key(name: str) -> tuple[int, ...]:
     return (int(m.group(1)),) if m else (-1,)
 
 
-def kernel_package() -> str:
-    """The package to use: $TIERLAB_ORACLE_KERNEL, else the newest one already cached (extracted
-    or downloaded), else the newest linux-image-6.12.*+deb12-amd64-unsigned apt knows."""
-    name = os.environ.get(KERNEL_ENV)
+def kernel_package(name: str | None = None) -> str:
+    """The kernel to use: `name`, else $TIERLAB_ORACLE_KERNEL, else the newest Debian package
+    already cached (extracted or downloaded), else the newest linux-image-6.12.*+deb12-amd64-unsigned
+    apt knows. A name is a package of that form or `tierlab-6.12` (our build, kernel.py)."""
+    from .kernel import NAME
+    key = "--kernel" if name else KERNEL_ENV
+    name = name or os.environ.get(KERNEL_ENV)
     if name:
+        if name != NAME and not KERNEL_PACKAGE_RE.match(name):
+            raise ConfigError(f"{key}: {name!r} is not a kernel the oracle can boot; accepted: {NAME} (tierlab's "
+                              "own build of linux-source-6.12) or a Debian package linux-image-6.12.N+deb12-amd64-unsigned")
         return name
     kdir, ddir = cache_dir() / "kernel", cache_dir() / "debs"
     cached = [p.name for p in kdir.glob("linux-image-*") if _kernel_from_dir(p)] if kdir.exists() else []
@@ -139,10 +149,14 @@ def _modinfo(ko: bytes, key: str) -> list[str]:
     return [v.decode() for v in re.findall(b"\0" + key.encode() + b"=([^\0]*)", ko)]
 
 
-def ensure_kernel(log=None) -> GuestKernel:
-    """The guest kernel and its modules, downloaded (apt-get download) and extracted (dpkg -x) into
-    the cache on first use; nothing is installed on the host."""
-    package = kernel_package()
+def ensure_kernel(log=None, name: str | None = None) -> GuestKernel:
+    """The guest kernel (`kernel_package(name)`) and its modules: Debian's, downloaded (apt-get
+    download) and extracted (dpkg -x) into the cache on first use, nothing installed on the host;
+    or ours, built on first use (kernel.ensure_own_kernel)."""
+    from . import kernel as own
+    package = kernel_package(name)
+    if package == own.NAME:
+        return own.ensure_own_kernel(log)
     kdir = cache_dir() / "kernel" / package
     k = _kernel_from_dir(kdir)
     if k is not None:

@@ -3,6 +3,9 @@
     tierlab oracle random-read --machine qemu-2node --scale 4 --param target=anon \\
         --param file_size=1536MiB --param policy=bind:0 --set demotion_enabled=1 [--format json]
     tierlab oracle suite [--only NAME] [--doc docs/oracle.md | --no-doc]
+
+Both take --kernel tierlab-6.12 to boot tierlab's own kernel (tierlab/oracle/kernel.py) instead of
+Debian's package.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import textwrap
 
 from ..cli import _key_values, _table
 from ..errors import ConfigError
+from .guest import ICOUNT_REPEATABLE
 
 
 def _log(msg: str) -> None:
@@ -36,7 +40,8 @@ def format_run(run, all_counters: bool = False) -> str:
              f"machine   {s['machine']}" + (f" (scale 1/{s['scale']:g})" if s["scale"] != 1 else "")
              + f", {sum(nd.cpus for nd in run.machine.nodes)} vCPUs",
              f"knobs     {knobs or 'kernel defaults'}",
-             f"guest     Linux {run.guest.kernel} under QEMU ({s['accel']}); memory tiers {run.guest.tiers}; "
+             f"guest     Linux {run.guest.kernel} under QEMU ({s['accel']}"
+             + (f", -icount {s['icount']}" if s.get("icount") else "") + f"); memory tiers {run.guest.tiers}; "
              f"workload {run.guest.run_time_s:.2f} s on the guest's clock (TCG: not a machine's time)",
              "model     capacities = guest MemFree before the workload: "
              + ", ".join(f"node{i} {nd['capacity'] >> 20} MiB" for i, nd in enumerate(run.model_machine["nodes"]))
@@ -75,7 +80,7 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
     if args.workload == "suite":
         from .suite import DOC, run_suite
         return run_suite(only=args.only, doc=None if args.no_doc else (args.doc or DOC), fmt=args.format,
-                         log=_log, accel=args.accel)
+                         log=_log, accel=args.accel, guest_kernel=args.kernel, icount=args.icount)
     from .compare import run_oracle
     if args.only or args.no_doc or args.doc:
         raise ConfigError("--only, --doc and --no-doc belong to `tierlab oracle suite`")
@@ -86,7 +91,8 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
     run = run_oracle(args.workload, _key_values(args.param, "--param"), _key_values(args.set, "--set"),
                      machine=args.machine, scale=args.scale, cpus=args.cpus, seed=args.seed,
                      guest_settings=settings, program_args=_key_values(args.program_arg, "--program-arg"),
-                     accel=args.accel, timeout_s=args.timeout, log=_log)
+                     accel=args.accel, timeout_s=args.timeout, log=_log, guest_kernel=args.kernel,
+                     icount=args.icount)
     if args.transcript:
         with open(args.transcript, "w") as f:
             f.write(run.transcript)
@@ -128,6 +134,14 @@ def add_oracle_command(sub) -> None:
                         "(tierlab/oracle/programs/*.c say which)")
     o.add_argument("--accel", default="tcg", metavar="ACCEL",
                    help="QEMU accelerator (default: tcg; e.g. 'tcg,thread=single' or 'kvm' where it works)")
+    o.add_argument("--kernel", metavar="NAME",
+                   help="the guest's kernel: tierlab-6.12 (our build of Debian's linux-source-6.12 with "
+                        "tierlab/oracle/kernel.config; built on first use, see docs/oracle.md) or a Debian package "
+                        "linux-image-6.12.N+deb12-amd64-unsigned (default: $TIERLAB_ORACLE_KERNEL, else the newest "
+                        "Debian package cached or known to apt)")
+    o.add_argument("--icount", nargs="?", const=ICOUNT_REPEATABLE, metavar="SPEC",
+                   help=f"run the guest under QEMU's -icount SPEC (alone: {ICOUNT_REPEATABLE}): its clock counts "
+                        "instructions and the vCPUs share one host thread, for repeatable timing; opt-in, TCG only")
     o.add_argument("--timeout", type=float, default=900, metavar="S", help="give up on the guest after S seconds")
     o.add_argument("--format", choices=("table", "json"), default="table", help="output on stdout")
     o.add_argument("--all", action="store_true", help="also list the guest's counters the model does not have")

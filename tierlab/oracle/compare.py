@@ -145,7 +145,8 @@ def check_tiers(machine: Machine, guest: GuestResult) -> list[str]:
 def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = None,
                machine: str = "qemu-2node", scale: float = 1.0, cpus: int = guest_mod.DEFAULT_CPUS,
                seed: int = 0, guest_settings: dict | None = None, program_args: dict | None = None,
-               accel: str = "tcg", timeout_s: float = 900, log=None) -> OracleRun:
+               accel: str = "tcg", timeout_s: float = 900, log=None, guest_kernel: str | None = None,
+               icount: str | None = None) -> OracleRun:
     """Run `workload` in the guest and in the model on the same configuration (module docstring)."""
     from .. import api
 
@@ -159,7 +160,8 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
               "scale": scale, "seed": seed})               # the model's side too, before the guest boots
     program, args, files = guest_program(w, seed, program_args)
     settings = dict(guest_mod.MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
-    booted = guest_mod.boot(m, program, args, files, kernel, settings, timeout_s=timeout_s, accel=accel, log=log)
+    booted = guest_mod.boot(m, program, args, files, kernel, settings, timeout_s=timeout_s, accel=accel, log=log,
+                            guest_kernel=guest_kernel, icount=icount)
     g = parse_console(booted.transcript)
     if g.exit_status != 0 or g.errors:
         raise guest_mod.GuestError(f"the guest's workload failed (exit status {g.exit_status}): "
@@ -174,6 +176,6 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
                      "scale": scale, "seed": seed}).run().result()
     spec = {"workload": workload, "params": params, "knobs": knobs, "machine": machine, "scale": scale,
             "cpus": cpus, "seed": seed, "guest_settings": settings, "program_args": dict(program_args or {}),
-            "accel": accel}
+            "accel": accel, "icount": icount, "guest_kernel": booted.kernel_package}
     return OracleRun(spec=spec, guest=g, model=res, machine=m, model_machine=mm.to_dict(),
                      transcript=booted.transcript, wall_s=booted.wall_s, warnings=warnings)

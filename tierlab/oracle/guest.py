@@ -33,6 +33,12 @@ from . import build
 from .build import Unavailable
 
 QEMU = "qemu-system-x86_64"
+# The opt-in instruction-counting mode (`--icount`): under TCG with -icount, the guest's clock is a
+# function of the instructions executed, one every 2^shift ns (shift=0: 1 ns each, so a guest
+# second is 10^9 instructions), and all vCPUs run in turn in one host thread; sleep=off makes an
+# idle guest's clock jump to its next timer instead of waiting in real time. Not the default: it
+# changes the kswapd/direct split the suite's tables were measured with (docs/oracle.md).
+ICOUNT_REPEATABLE = "shift=0,sleep=off"
 MEMTIER_ADISTANCE_DRAM = 576
 NODE_ALIGN = 2 << 20
 DEFAULT_CPUS = 2
@@ -91,13 +97,20 @@ def hmat_numbers(machine: Machine) -> list[tuple[int, int]]:
     return out
 
 
-def qemu_argv(machine: Machine, kernel: Path, initrd: Path, disk: Path | None, accel: str = "tcg") -> list[str]:
-    """The QEMU command line for `machine` (already a `guest_machine`)."""
+def qemu_argv(machine: Machine, kernel: Path, initrd: Path, disk: Path | None, accel: str = "tcg",
+              icount: str | None = None) -> list[str]:
+    """The QEMU command line for `machine` (already a `guest_machine`); `icount`: QEMU's -icount
+    option (see ICOUNT_REPEATABLE), TCG only."""
+    if icount and accel.split(",")[0] != "tcg":
+        raise ConfigError(f"--icount: QEMU counts instructions only under TCG, not --accel {accel}; "
+                          "accepted: --icount with --accel tcg (the default)")
     cpus = [nd.cpus for nd in machine.nodes]
     total_mb = sum(nd.capacity_bytes for nd in machine.nodes) >> 20
     argv = [QEMU, "-machine", "q35,hmat=on", "-cpu", "max", "-smp", str(sum(cpus)), "-m", f"{total_mb}M",
             "-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot"]
     argv += ["-accel", accel]
+    if icount:
+        argv += ["-icount", icount]
     first = 0
     cpu_nodes = [i for i, c in enumerate(cpus) if c]
     for i, nd in enumerate(machine.nodes):
@@ -271,20 +284,21 @@ def require_qemu() -> str:
 
 def boot(machine: Machine, program: str, args: list[str], files: dict, kernel: Kernel,
          guest_settings: dict[str, str] | None = None, timeout_s: float = 900, accel: str = "tcg",
-         log=None) -> Boot:
-    """Build (or take from the cache) everything, boot `machine` (a `guest_machine`), run `program`
-    with `args` over a disk holding `files`, and return the console transcript."""
+         log=None, guest_kernel: str | None = None, icount: str | None = None) -> Boot:
+    """Build (or take from the cache) everything, boot `machine` (a `guest_machine`) on
+    `guest_kernel` (build.kernel_package's choice), run `program` with `args` over a disk holding
+    `files`, and return the console transcript."""
     settings = dict(MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
     script = run_script(program, args, kernel, settings, disk=bool(files))  # refuses bad knobs first
     require_qemu()
-    gk = build.ensure_kernel(log)
+    gk = build.ensure_kernel(log, guest_kernel)
     base = build.ensure_base_initramfs(gk, log)
     disk = build.ensure_disk(files, log)
     with tempfile.TemporaryDirectory(prefix="tierlab-oracle-") as tmp:
         initrd = build.run_initramfs(base, script, Path(tmp) / "initrd")
-        argv = qemu_argv(machine, gk.vmlinuz, initrd, disk, accel)
+        argv = qemu_argv(machine, gk.vmlinuz, initrd, disk, accel, icount)
         if log:
-            log(f"booting {gk.release} under QEMU ({accel}): "
+            log(f"booting {gk.release} under QEMU ({accel}{', icount ' + icount if icount else ''}): "
                 + ", ".join(f"node{i} {nd.capacity_bytes >> 20} MiB cpus={nd.cpus}" for i, nd in enumerate(machine.nodes)))
         out_path = Path(tmp) / "console.txt"
         t0 = time.monotonic()

@@ -34,6 +34,10 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "oracle.md"
 # NUMA-balancing time knobs: divided by R for the time-matched model (the rate limit multiplied).
 TIME_KNOBS = {"scan_delay_ms": 1000, "scan_period_min_ms": 1000, "scan_period_max_ms": 60000, "hot_threshold_ms": 1000}
 RATE_KNOBS = {"promote_rate_limit_MBps": 65536}
+# CONFIG_DEBUG_TLBFLUSH's counters (tierlab's kernel has them; Debian's only the received one, from
+# /proc/interrupts). A shown row the guest's kernel lacks is left out of the entry's table.
+TLB_COUNTERS = ("nr_tlb_remote_flush", "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all",
+                "nr_tlb_local_flush_one")
 # Sums both sides get (the kernel's split between kswapd and direct reclaim follows timing).
 DERIVED = {
     "pgdemote (kswapd+direct)": ("pgdemote_kswapd", "pgdemote_direct"),
@@ -79,10 +83,11 @@ MECHANISMS = {m.name: m for m in (
               ("pgdemote (kswapd+direct)", "pgsteal (kswapd+direct)", "pgscan (kswapd+direct)",
                "pgmigrate_success"), 1.25,
               shown=("pgdemote_kswapd", "pgdemote_direct", "pgscan_kswapd", "pgscan_direct", "allocstall",
-                     "nr_tlb_remote_flush_received"),
+                     *TLB_COUNTERS),
               shown_why="timing: whether kswapd or the allocating task reclaims follows how fast each "
-                        "runs, which TCG on a shared host does not reproduce; TLB shootdowns received "
-                        "(the guest's from /proc/interrupts) follow the reclaim batches"),
+                        "runs, which TCG on a shared host does not reproduce; the TLB flushes follow the "
+                        "reclaim batches and which CPU reclaims (shootdowns received: on Debian's kernel from "
+                        "/proc/interrupts; the other nr_tlb_* only on tierlab's kernel, --kernel tierlab-6.12)"),
     Mechanism("promotion", "NUMA-balancing tiering promotion with the hot-time threshold (numa_balancing=2, demotion_enabled=1)",
               ("numa_pte_updates", "numa_hint_faults", "pgpromote_candidate", "pgpromote_success"), 1.5,
               shown=("pgdemote_kswapd", "pgmigrate_success", "pgactivate", "nr_tlb_remote_flush_received"),
@@ -163,6 +168,8 @@ class EntryResult:
         out = []
         for c in mech.rows:
             g = [run[c] for run in self.guest]
+            if c not in mech.counters and g and all(v is None for v in g):
+                continue        # a shown counter the guest's kernel does not have
             gm = None if any(v is None for v in g) else statistics.fmean(g)
             m = self.model.get(c)
             row = {"counter": c, "guest": g, "model": m, "ratio": ratio(m, gm) if m is not None else math.nan}
@@ -179,7 +186,8 @@ class EntryResult:
         return out
 
 
-def run_entry(e: Entry, log=None, accel: str = "tcg") -> EntryResult:
+def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None = None,
+              icount: str | None = None) -> EntryResult:
     from .. import api
     res = EntryResult(e)
     run = None
@@ -187,14 +195,15 @@ def run_entry(e: Entry, log=None, accel: str = "tcg") -> EntryResult:
         if log:
             log(f"{e.name}: guest run {i + 1} of {e.repeat}")
         run = run_oracle(e.workload, e.params, e.knobs, machine=e.machine, scale=e.scale, cpus=e.cpus,
-                         seed=e.seed, guest_settings=e.guest_settings, accel=accel, log=log)
+                         seed=e.seed, guest_settings=e.guest_settings, accel=accel, log=log,
+                         guest_kernel=guest_kernel, icount=icount)
         res.guest.append({c: _value(run.guest.counters, c) for c in MECHANISMS[e.mechanism].rows})
         res.info.setdefault("guest_run_time_s", []).append(round(run.guest.run_time_s, 2))
         res.info.setdefault("guest_wall_s", []).append(round(run.wall_s, 1))
         res.info.setdefault("numa_scan_seq", []).append(run.guest.numa_scan_seq)
         res.info.setdefault("warnings", []).extend(run.warnings)
     res.model = {c: _value(run.model.counters, c) for c in MECHANISMS[e.mechanism].rows}
-    res.info.update(kernel=run.guest.kernel, model_sim_time_s=round(run.model.sim_time_s, 3),
+    res.info.update(kernel=run.guest.kernel, icount=icount, model_sim_time_s=round(run.model.sim_time_s, 3),
                     model_capacity_MiB=[nd["capacity"] >> 20 for nd in run.model_machine["nodes"]],
                     min_free_kbytes=run.guest.knobs.get("min_free_kbytes"))
     if int(e.knobs.get("numa_balancing", 0)):
@@ -240,7 +249,8 @@ def markdown(results: list[EntryResult]) -> str:
             out.append(f"**{e.name}**: `{e.workload}` ({params}); knobs {knobs}; {e.machine} at scale 1/{e.scale:g}, "
                        f"{e.cpus} vCPUs. {e.note}.  ")
             i = r.info
-            out.append(f"Guest: Linux {i['kernel']}, {len(r.guest)} runs, workload {i['guest_run_time_s']} s on the "
+            out.append(f"Guest: Linux {i['kernel']}" + (f" (QEMU -icount {i['icount']})" if i.get("icount") else "")
+                       + f", {len(r.guest)} runs, workload {i['guest_run_time_s']} s on the "
                        f"guest's clock ({i['guest_wall_s']} s wall with boot). Model: capacities {i['model_capacity_MiB']} MiB "
                        f"(guest MemFree), min_free_kbytes {i['min_free_kbytes']}, {i['model_sim_time_s']} s simulated"
                        + (f"; time-matched with R = {r.r:.1f} ({i['matched_sim_time_s']} s simulated)" if r.r else "")
@@ -298,14 +308,15 @@ def doc_tables(path: str | Path = DOC) -> dict:
     return tables
 
 
-def run_suite(only=None, doc: str | Path | None = DOC, fmt: str = "table", log=None, accel: str = "tcg") -> int:
+def run_suite(only=None, doc: str | Path | None = DOC, fmt: str = "table", log=None, accel: str = "tcg",
+              guest_kernel: str | None = None, icount: str | None = None) -> int:
     entries = ENTRIES
     if only:
         unknown = set(only) - {e.name for e in ENTRIES}
         if unknown:
             raise ConfigError(f"--only: unknown entry {sorted(unknown)[0]!r}; accepted: {', '.join(e.name for e in ENTRIES)}")
         entries = [e for e in ENTRIES if e.name in only]
-    results = [run_entry(e, log=log, accel=accel) for e in entries]
+    results = [run_entry(e, log=log, accel=accel, guest_kernel=guest_kernel, icount=icount) for e in entries]
     text = markdown(results)
     if fmt == "json":
         print(json.dumps([{"entry": r.entry.name, "mechanism": r.entry.mechanism, "r": r.r, "info": r.info,
