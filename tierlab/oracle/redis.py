@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..kernel import Kernel
 from ..machine import Machine
 from . import build, guest
@@ -46,7 +47,7 @@ WRAPPER = r"""#!/bin/sh
 # tierlab-redis-memtier (tierlab/oracle/redis.py): redis-server + tierlab-kv-load, then SIGSTOP.
 save=none; redis_cpus=0; redis_policy=default; client_cpus=; client_policy=default
 conns=8; threads=1; pipeline=32; requests=1000; key_max=9999; data_size=20000; ratio=1:1; seed=1
-report_s=5; sample_s=2; trace=1; hz=
+report_s=5; sample_s=2; trace=1; fill=0
 for a in "$@"; do case "$a" in *=*) eval "${a%%=*}=\${a#*=}";; esac; done
 export LD_LIBRARY_PATH=__LIB_PATH__
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
@@ -73,6 +74,15 @@ until /usr/bin/redis-cli ping > /dev/null 2>&1; do
   read -t 0.1 -u 5 _
 done
 echo "@@tierlab redis pid $rpid"
+if [ "$fill" = 1 ]; then
+  # every key SET once, in order, with NUMA balancing off; the measured run starts on a full dataset
+  nb=$(cat /proc/sys/kernel/numa_balancing); echo 0 > /proc/sys/kernel/numa_balancing
+  /bin/tierlab-kv-load cpus=$client_cpus policy=$client_policy conns=$conns threads=$threads pipeline=$pipeline \
+    requests=$(( (key_max + conns) / conns )) key_max=$key_max data_size=$data_size ratio=1:0 sequential=1 marks=0
+  echo 1 > /proc/sys/vm/stat_refresh
+  echo "@@tierlab begin vmstat fill"; cat /proc/vmstat; echo "@@tierlab end"
+  echo $nb > /proc/sys/kernel/numa_balancing
+fi
 T=/sys/kernel/debug/tracing
 if [ "$trace" = 1 ]; then
   [ -d $T ] || { mount -t tracefs tracefs /sys/kernel/tracing; T=/sys/kernel/tracing; }
@@ -307,6 +317,11 @@ def _comm(pidname: str) -> str:
     return pidname.split("[")[0].strip() or pidname
 
 
+# enum numa_vmaskip_reason (include/linux/sched/numa_balancing.h, 6.12)
+SKIP_REASONS = {"0": "unsuitable", "1": "shared_ro", "2": "inaccessible", "3": "scan_delay", "4": "pid_inactive",
+                "5": "ignore_pid", "6": "seq_completed"}
+
+
 def per_process(text: str) -> dict:
     """Per command name (comm): hint faults, candidates (numa_migrate_check returned node 0),
     PTEs protected and scan calls, NUMA-misplaced migrations, VMA skips by reason."""
@@ -322,6 +337,8 @@ def per_process(text: str) -> dict:
     # folio passed the hot threshold (pgpromote_candidate), else NUMA_NO_NODE
     for r in _hist(blocks.get(("hist.tl_check", "after"), [])):
         ret = int(r.get("ret", "-1"))
+        if ret >= 1 << 31:           # the hist prints the s32 as an unsigned 64-bit number
+            ret -= 1 << 64 if ret >= 1 << 63 else 1 << 32
         comm = _comm(r.get("common_pid", "?"))
         acc(comm, "hint_faults", r["hitcount"])
         if ret >= 0:
@@ -337,7 +354,8 @@ def per_process(text: str) -> dict:
         acc(comm, f"{reason}_ok", r.get("succeeded", 0))
         acc(comm, f"{reason}_failed", r.get("failed", 0))
     for r in _hist(blocks.get(("hist.sched_skip_vma_numa", "after"), [])):
-        acc(_comm(r.get("common_pid", "?")), f"skip_{r.get('reason', '?')}", r["hitcount"])
+        reason = SKIP_REASONS.get(r.get("reason", "?").strip(), r.get("reason", "?").strip())
+        acc(_comm(r.get("common_pid", "?")), f"skip_{reason}", r["hitcount"])
     return out
 
 
@@ -362,6 +380,13 @@ def summary(text: str) -> dict:
              "pgdemote_kswapd", "pgdemote_direct", "numa_pages_migrated", "pgmigrate_fail",
              "pgmigrate_success", "pgfault", "pgscan_kswapd", "pgsteal_kswapd", "pgactivate")
     cnt = {n: int(c.get(n, 0)) for n in names}
+    fill = {}
+    for ln in blocks.get(("vmstat", "fill"), []):
+        k, _, v = ln.strip().partition(" ")
+        if v.strip().lstrip("-").isdigit():
+            fill[k] = int(v)
+    if fill:   # the measured run only: after - the fill's end
+        cnt = {n: int(g.vmstat_after.get(n, 0)) - fill.get(n, 0) for n in names}
     seqs = {}
     for (what, when), body in blocks.items():
         if what.startswith("proc") and what.endswith(".sched"):
@@ -392,6 +417,96 @@ def summary(text: str) -> dict:
         "node_free_kb_before": {int(n): int(v) for n, v in g.meminfo_before.get("MemFree", {}).items()}
         if "MemFree" in g.meminfo_before else {},
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# the `tierlab oracle redis-memtier` entry
+
+# Seed 002's default column (Redis + memtier, 6.9-era kernel, numa_balancing=2, demotion on):
+SEED_002 = {"numa_pte_updates": 66.6e6, "numa_hint_faults": 57.1e6, "pgpromote_candidate": 33_884_196,
+            "pgpromote_success": 798_974, "pgdemote_kswapd": 13.3e6, "pgdemote_direct": 257}
+# The cases (wrapper arguments); --param overrides any of them.
+CASES = {
+    "no-fork": {"save": "none"},                       # redis-server --save "" --appendonly no
+    "bgsave-default": {"save": "default"},             # Redis 7's built-in 3600 1 300 100 60 10000
+    "bgsave-continuous": {"save": "1 1"},              # a BGSAVE child alive most of the time, as the
+                                                       # seed's 205 GB snapshots (minutes each, 60 s apart) were
+    "client-memory": {"save": "none", "conns": 48, "pipeline": 400},   # in-flight SETs ~half the dataset
+}
+VALUE_ALLOC = 20480      # jemalloc's size class of a 20,000-byte value (+ the sds header)
+DATASET_PER_NODE0 = 1.6  # the seed: 205 GB of values over a ~126 GB DRAM node
+SETS_PER_KEY = 12        # the seed: 128 M SETs over 10 M keys
+# hot_threshold_ms for the guest: the seed's mean key re-access (~190 s) against its threshold
+# (1000 ms, auto-raised to 2 s) is ~95; the guest re-accesses a key every ~7 s at scale 1/4
+GUEST_HOT_THRESHOLD_MS = 50
+
+
+def case_args(machine: Machine, case: str, params: dict) -> dict:
+    """The wrapper's arguments for `case` on `machine` (a guest_machine): a key space whose values
+    are 1.6x node 0, 12 SETs per key (as many GETs), then `params` on top."""
+    if case not in CASES:
+        raise ConfigError(f"redis-memtier: case {case!r}; accepted: {', '.join(CASES)}")
+    a = {"conns": 8, "pipeline": 32, "threads": 1, "data_size": 20000, "ratio": "1:1", "report_s": 10,
+         "sample_s": 5, "redis_cpus": 0, "client_cpus": 1 if machine.nodes[0].cpus > 1 else 0,
+         "redis_policy": "default", "client_policy": "default", "trace": 1, **CASES[case]}
+    a.update({k: v for k, v in params.items() if k != "case"})
+    keys = int(params.get("keys", DATASET_PER_NODE0 * machine.nodes[0].capacity_bytes // VALUE_ALLOC))
+    a.pop("keys", None)
+    a.setdefault("key_max", keys - 1)
+    a.setdefault("requests", 2 * SETS_PER_KEY * (int(a["key_max"]) + 1) // int(a["conns"]))
+    return a
+
+
+def format_summary(name: str, s: dict) -> str:
+    c = s["counters"]
+    seed = SEED_002
+    rows = [("candidates / hint faults", s["candidates_per_hint_fault"], seed["pgpromote_candidate"] / seed["numa_hint_faults"]),
+            ("promoted / candidates", s["promoted_per_candidate"], seed["pgpromote_success"] / seed["pgpromote_candidate"]),
+            ("pte updates / hint fault", s["pte_updates_per_hint_fault"], seed["numa_pte_updates"] / seed["numa_hint_faults"])]
+    out = [f"redis-memtier {name}: {s['client'].get('ops', 0):,.0f} ops in {s['run_time_s']:.0f} s of guest time "
+           f"({s['client'].get('ops_per_s', 0):,.0f}/s), BGSAVEs started {s['bgsaves_started']}, "
+           f"numa_scan_seq {s['numa_scan_seq']}"]
+    out.append(f"{'counter':28s} {'guest':>12s} {'seed 002':>12s}")
+    for k in ("numa_pte_updates", "numa_hint_faults", "pgpromote_candidate", "pgpromote_success", "pgdemote_kswapd",
+              "pgdemote_direct", "numa_pages_migrated", "pgmigrate_fail"):
+        sv = seed.get(k)
+        out.append(f"{k:28s} {c.get(k, 0):>12,d} {'' if sv is None else f'{sv:,.0f}':>12s}")
+    for label, g, sd in rows:
+        out.append(f"{label:28s} {g:>12.3f} {sd:>12.3f}")
+    out.append("per process (kprobe/tracepoint histograms):")
+    for comm, d in sorted(s["per_process"].items()):
+        out.append(f"  {comm:18s} " + " ".join(f"{k}={v:,d}" for k, v in sorted(d.items())))
+    if s["errors"]:
+        out.append("guest errors: " + "; ".join(s["errors"]))
+    return "\n".join(out)
+
+
+def run_case(case: str, params: dict | None = None, knobs: dict | None = None, machine: str = "qemu-2node",
+             scale: float = 4, cpus: int = 2, timeout_s: float = 3600, log=None) -> tuple[dict, str]:
+    """Boot the guest for `case`; (summary, transcript)."""
+    m = guest.guest_machine(Machine.load(machine).scaled(scale), cpus)
+    k = {"numa_balancing": 2, "demotion_enabled": 1, "hot_threshold_ms": GUEST_HOT_THRESHOLD_MS, **(knobs or {})}
+    args = case_args(m, case, params or {})
+    b = boot_redis(m, args, Kernel(**k), timeout_s=timeout_s, log=log)
+    s = summary(b.transcript)
+    s.update(wall_s=b.wall_s, args=args, knobs_set=k, case=case)
+    return s, b.transcript
+
+
+def cmd_redis_memtier(args, params: dict, knobs: dict) -> int:
+    """`tierlab oracle redis-memtier --param case=no-fork ...` (guest only: shown, not compared)."""
+    import json
+    case = params.get("case", "no-fork")
+    s, transcript = run_case(case, params, knobs, machine=args.machine, scale=args.scale if args.scale != 1 else 4,
+                             cpus=args.cpus, timeout_s=max(args.timeout, 3600),
+                             log=lambda t: print(t, file=__import__("sys").stderr, flush=True))
+    if args.transcript:
+        Path(args.transcript).write_text(transcript)
+    if args.format == "json":
+        print(json.dumps(s, indent=1, default=str))
+    else:
+        print(format_summary(case, s))
+    return 0
 
 
 def main(argv=None) -> int:

@@ -12,12 +12,16 @@
  * (halved by the GETs' short requests), and `policy` (tierlab's memory policy syntax, as common.h
  * parses it) and `cpus` (a CPU list, e.g. 1 or 0-1; empty: any) say where it lives and runs.
  *
+ * sequential=1 gives connection i the keys key_min + i*requests + 0, 1, 2, ... (mod the key range)
+ * instead of random ones: a fill (with ratio=1:0). marks=0 prints no start/done lines (a fill before
+ * the measured run).
+ *
  * Output: "@@tierlab kv T_NS SETS GETS HITS MISSES ERRORS" every `report_s` seconds (0: never), then
  * "@@tierlab kv-result ..." with ops/s. stop=1 stops the process (SIGSTOP) at the end, as the other
  * programs do; the default 0 exits (a wrapper script does the stopping).
  *
  * args: host= port= conns= threads= pipeline= requests= key_min= key_max= data_size= ratio=
- *       policy= cpus= seed= report_s= stop=
+ *       policy= cpus= seed= report_s= stop= sequential= marks=
  */
 #include "common.h"
 #include <arpa/inet.h>
@@ -38,6 +42,7 @@ struct conn {
     int want_out;                   /* EPOLLOUT registered */
     uint64_t rng;
     long long set_count;            /* for the ratio */
+    long long index;                /* this connection's number */
     /* reply parser */
     int in_body;
     long long body_left;
@@ -51,6 +56,7 @@ static int nconns, nthreads, pipeline_depth, sets_per_cycle, gets_per_cycle;
 static long long requests, key_min, key_max, data_size;
 static char *value;
 static double report_s;
+static int sequential;
 static volatile int finished_threads;
 
 static void append(struct conn *c, const char *p, size_t n)
@@ -69,7 +75,8 @@ static void append(struct conn *c, const char *p, size_t n)
 static void queue_request(struct conn *c)
 {
     char key[48], head[160];
-    long long k = key_min + (long long)(next_unit(&c->rng) * (double)(key_max - key_min + 1));
+    long long k = sequential ? key_min + (c->index * requests + c->sent) % (key_max - key_min + 1)
+                             : key_min + (long long)(next_unit(&c->rng) * (double)(key_max - key_min + 1));
     int klen = snprintf(key, sizeof key, "memtier-%lld", k);
     long long pos = c->set_count++ % (sets_per_cycle + gets_per_cycle);
     if (pos < sets_per_cycle) {
@@ -290,6 +297,8 @@ int main(int argc, char **argv)
     key_max = arg_int("key_max", "9999");
     data_size = arg_int("data_size", "32");
     report_s = arg_float("report_s", "0");
+    sequential = arg_int("sequential", "0");
+    int marks = arg_int("marks", "1");
     uint64_t seed = arg_int("seed", "1");
     const char *ratio = arg_str("ratio", "1:1");
     sets_per_cycle = atoi(ratio);
@@ -320,6 +329,7 @@ int main(int argc, char **argv)
         setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
         c->thread = i % nthreads;
+        c->index = i;
         c->total = requests;
         c->rng = seed * 0x100000001b3ULL + i;
         c->out_cap = (size_t)pipeline_depth * (data_size + 64) + 4096;
@@ -329,22 +339,25 @@ int main(int argc, char **argv)
     }
     static pthread_t th[MAX_CONNS];
     long long t0 = now_ns();
-    dprintf(1, "@@tierlab start %lld\n", t0);
+    if (marks)
+        dprintf(1, "@@tierlab start %lld\n", t0);
     for (long t = 0; t < nthreads; t++)
         if (pthread_create(&th[t], NULL, worker, (void *)t) != 0)
             die("pthread_create");
     for (int t = 0; t < nthreads; t++)
         pthread_join(th[t], NULL);
     long long t1 = now_ns();
-    report("kv");
+    if (marks)
+        report("kv");
     long long s = 0, g = 0, h = 0, m = 0, e = 0;
     for (int i = 0; i < nconns; i++) {
         s += conns[i].sets; g += conns[i].gets; h += conns[i].hits; m += conns[i].misses; e += conns[i].errors;
     }
     double secs = (t1 - t0) / 1e9;
-    dprintf(1, "@@tierlab kv-result seconds=%.3f ops=%lld ops_per_s=%.1f sets=%lld gets=%lld hits=%lld "
-            "misses=%lld errors=%lld\n", secs, s + g, (s + g) / secs, s, g, h, m, e);
-    dprintf(1, "@@tierlab done %lld %lld\n", t1, h);
+    dprintf(1, "@@tierlab %s seconds=%.3f ops=%lld ops_per_s=%.1f sets=%lld gets=%lld hits=%lld "
+            "misses=%lld errors=%lld\n", marks ? "kv-result" : "kv-fill", secs, s + g, (s + g) / secs, s, g, h, m, e);
+    if (marks)
+        dprintf(1, "@@tierlab done %lld %lld\n", t1, h);
     if (arg_int("stop", "0"))
         raise(SIGSTOP);
     return 0;
