@@ -89,9 +89,13 @@ if [ "$trace" = 1 ]; then
   probe() { echo "$1" >> $T/kprobe_events 2>/dev/null || echo "@@tierlab error kprobe '$1' refused"; }
   probe 'r:tl_check numa_migrate_check ret=$retval:s32'
   probe 'r:tl_prot change_prot_numa ret=$retval:s64'
+  # where the hint faults are: the faulting address (numa_migrate_check's third argument, read at
+  # entry by the return probe) in 2 MiB buckets, with the result (candidate or not)
+  probe 'r:tl_addr numa_migrate_check ret=$retval:s32 addr=$arg3:x64'
   hist() { echo "$2" > $T/events/$1/trigger 2>/dev/null || echo "@@tierlab error trigger on $1 refused"; }
   hist kprobes/tl_check 'hist:keys=common_pid.execname,ret'
   hist kprobes/tl_prot 'hist:keys=common_pid.execname:vals=hitcount,ret'
+  hist kprobes/tl_addr 'hist:keys=common_pid.execname,ret,addr.buckets=2097152:sort=addr'
   hist migrate/mm_migrate_pages 'hist:keys=common_pid.execname,reason:vals=hitcount,succeeded,failed'
   hist sched/sched_skip_vma_numa 'hist:keys=common_pid.execname,reason'
 fi
@@ -129,6 +133,7 @@ for p in $rpid $cpid; do
     echo "@@tierlab begin proc$p.task${t##*/}.sched after"; cat $t/sched; echo "@@tierlab end"
   done
   echo "@@tierlab begin proc$p.numa_maps after"; cat /proc/$p/numa_maps; echo "@@tierlab end"
+  echo "@@tierlab begin proc$p.maps after"; cat /proc/$p/maps; echo "@@tierlab end"
   echo "@@tierlab begin proc$p.status after"; cat /proc/$p/status; echo "@@tierlab end"
 done
 echo "@@tierlab begin redis.info after"
@@ -137,7 +142,7 @@ echo "@@tierlab begin redis.info after"
 echo "@@tierlab end"
 echo "@@tierlab begin redis.log after"; grep -E "Background saving|DB saved|Fork|WARNING|error|Error" /data/redis.log; echo "@@tierlab end"
 if [ "$trace" = 1 ]; then
-  for e in kprobes/tl_check kprobes/tl_prot migrate/mm_migrate_pages sched/sched_skip_vma_numa; do
+  for e in kprobes/tl_check kprobes/tl_addr kprobes/tl_prot migrate/mm_migrate_pages sched/sched_skip_vma_numa; do
     echo "@@tierlab begin hist.${e##*/} after"; grep -v '^#' $T/events/$e/hist | grep .; echo "@@tierlab end"
   done
 fi
@@ -359,6 +364,35 @@ def per_process(text: str) -> dict:
     return out
 
 
+def fault_vmas(text: str, comm: str = "redis-server") -> list[dict]:
+    """Redis's hint faults and candidates per VMA (from /proc/PID/maps and the tl_addr histogram:
+    the faulting address in 2 MiB buckets), largest first."""
+    lines = _lines(text)
+    blocks = _blocks(lines)
+    pid = next((ln.split()[-1] for ln in lines if ln.startswith(PREFIX + "redis pid ")), None)
+    vmas = []
+    for ln in blocks.get((f"proc{pid}.maps", "after"), []):
+        m = re.match(r"^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+\S+\s+\S+\s+\S+\s*(.*)$", ln.strip())
+        if m:
+            vmas.append({"start": int(m.group(1), 16), "end": int(m.group(2), 16), "perms": m.group(3),
+                         "name": m.group(4).strip() or "[anon]", "hint_faults": 0, "candidates": 0})
+    other = {"start": 0, "end": 0, "perms": "", "name": "(not mapped at the end)", "hint_faults": 0, "candidates": 0}
+    for r in _hist(blocks.get(("hist.tl_addr", "after"), [])):
+        if _comm(r.get("common_pid", "?")) != comm:
+            continue
+        nums = re.findall(r"\d+", r.get("addr", ""))
+        if not nums:
+            continue
+        lo = int(nums[0])
+        ret = int(r.get("ret", "-1"))
+        v = next((v for v in vmas if v["start"] <= lo < v["end"] or lo <= v["start"] < lo + (2 << 20)), other)
+        v["hint_faults"] += r["hitcount"]
+        if ret < 1 << 31:
+            v["candidates"] += r["hitcount"]
+    out = [dict(v, size_mb=(v["end"] - v["start"]) / 2**20) for v in vmas + [other] if v["hint_faults"]]
+    return sorted(out, key=lambda v: -v["hint_faults"])
+
+
 def summary(text: str) -> dict:
     """The run's numbers: vmstat deltas, ratios, ops/s, BGSAVEs, per-process split, samples."""
     g = parse_console(text)
@@ -411,6 +445,7 @@ def summary(text: str) -> dict:
                                             "keyspace_hits", "keyspace_misses") if k in info},
         "numa_scan_seq": seqs,
         "per_process": per_process(text),
+        "fault_vmas": fault_vmas(text),
         "samples": samples,
         "errors": g.errors,
         "knobs": g.knobs,
@@ -473,6 +508,10 @@ def format_summary(name: str, s: dict) -> str:
         out.append(f"{k:28s} {c.get(k, 0):>12,d} {'' if sv is None else f'{sv:,.0f}':>12s}")
     for label, g, sd in rows:
         out.append(f"{label:28s} {g:>12.3f} {sd:>12.3f}")
+    if s.get("fault_vmas"):
+        out.append("redis-server's hint faults by VMA (start, size, hint faults, candidates):")
+        for v in s["fault_vmas"][:6]:
+            out.append(f"  {v['start']:#x} {v['size_mb']:8.1f} MiB {v['name'][:24]:24s} {v['hint_faults']:>9,d} {v['candidates']:>7,d}")
     out.append("per process (kprobe/tracepoint histograms):")
     for comm, d in sorted(s["per_process"].items()):
         out.append(f"  {comm:18s} " + " ".join(f"{k}={v:,d}" for k, v in sorted(d.items())))
