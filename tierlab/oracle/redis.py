@@ -317,9 +317,15 @@ def _lines(text: str) -> list[str]:
     return [ln[ln.index(PREFIX):] if PREFIX in ln else ln.rstrip("\r") for ln in text.splitlines()]
 
 
-def _comm(pidname: str) -> str:
-    # "redis-server    [    123]" -> "redis-server"
-    return pidname.split("[")[0].strip() or pidname
+def _comm(pidname: str, parent: str | None = None) -> str:
+    # "redis-server    [    123]" -> "redis-server"; with `parent` (Redis's pid), another
+    # redis-server pid is a BGSAVE child (Redis 7 renames its argv, not its comm)
+    comm = pidname.split("[")[0].strip() or pidname
+    if parent is not None and comm == "redis-server":
+        pid = pidname.split("[")[-1].strip(" ]")
+        if pid != parent:
+            return "redis-server (BGSAVE children)"
+    return comm
 
 
 # enum numa_vmaskip_reason (include/linux/sched/numa_balancing.h, 6.12)
@@ -330,7 +336,9 @@ SKIP_REASONS = {"0": "unsuitable", "1": "shared_ro", "2": "inaccessible", "3": "
 def per_process(text: str) -> dict:
     """Per command name (comm): hint faults, candidates (numa_migrate_check returned node 0),
     PTEs protected and scan calls, NUMA-misplaced migrations, VMA skips by reason."""
-    blocks = _blocks(_lines(text))
+    lines = _lines(text)
+    blocks = _blocks(lines)
+    parent = next((ln.split()[-1] for ln in lines if ln.startswith(PREFIX + "redis pid ")), None)
     out: dict[str, dict] = {}
 
     def acc(comm, key, n):
@@ -344,29 +352,30 @@ def per_process(text: str) -> dict:
         ret = int(r.get("ret", "-1"))
         if ret >= 1 << 31:           # the hist prints the s32 as an unsigned 64-bit number
             ret -= 1 << 64 if ret >= 1 << 63 else 1 << 32
-        comm = _comm(r.get("common_pid", "?"))
+        comm = _comm(r.get("common_pid", "?"), parent)
         acc(comm, "hint_faults", r["hitcount"])
         if ret >= 0:
             acc(comm, "candidates", r["hitcount"])
     for r in _hist(blocks.get(("hist.tl_prot", "after"), [])):
-        comm = _comm(r.get("common_pid", "?"))
+        comm = _comm(r.get("common_pid", "?"), parent)
         acc(comm, "pte_updates", r.get("ret", 0))
         acc(comm, "change_prot_numa_calls", r["hitcount"])
     for r in _hist(blocks.get(("hist.mm_migrate_pages", "after"), [])):
         # reason: enum migrate_reason (5 MR_NUMA_MISPLACED: promotion here; 8 MR_DEMOTION)
         reason = {"5": "promote", "8": "demote"}.get(r.get("reason", "?").strip(), "reason" + r.get("reason", "?").strip())
-        comm = _comm(r.get("common_pid", "?"))
+        comm = _comm(r.get("common_pid", "?"), parent)
         acc(comm, f"{reason}_ok", r.get("succeeded", 0))
         acc(comm, f"{reason}_failed", r.get("failed", 0))
     for r in _hist(blocks.get(("hist.sched_skip_vma_numa", "after"), [])):
         reason = SKIP_REASONS.get(r.get("reason", "?").strip(), r.get("reason", "?").strip())
-        acc(_comm(r.get("common_pid", "?")), f"skip_{reason}", r["hitcount"])
+        acc(_comm(r.get("common_pid", "?"), parent), f"skip_{reason}", r["hitcount"])
     return out
 
 
 def fault_vmas(text: str, comm: str = "redis-server") -> list[dict]:
     """Redis's hint faults and candidates per VMA (from /proc/PID/maps and the tl_addr histogram:
-    the faulting address in 2 MiB buckets), largest first."""
+    the faulting address in 2 MiB buckets), largest first; the parent's faults only (a BGSAVE
+    child's are left out: its VMAs are the parent's at the fork, but it has exited by then)."""
     lines = _lines(text)
     blocks = _blocks(lines)
     pid = next((ln.split()[-1] for ln in lines if ln.startswith(PREFIX + "redis pid ")), None)
@@ -378,7 +387,7 @@ def fault_vmas(text: str, comm: str = "redis-server") -> list[dict]:
                          "name": m.group(4).strip() or "[anon]", "hint_faults": 0, "candidates": 0})
     other = {"start": 0, "end": 0, "perms": "", "name": "(not mapped at the end)", "hint_faults": 0, "candidates": 0}
     for r in _hist(blocks.get(("hist.tl_addr", "after"), [])):
-        if _comm(r.get("common_pid", "?")) != comm:
+        if _comm(r.get("common_pid", "?"), pid) != comm:     # the parent's only: the maps are its
             continue
         nums = re.findall(r"\d+", r.get("addr", ""))
         if not nums:
@@ -444,6 +453,7 @@ def summary(text: str) -> dict:
                                             "connected_clients", "mem_clients_normal",
                                             "keyspace_hits", "keyspace_misses") if k in info},
         "numa_scan_seq": seqs,
+        "redis_pid": next((ln.split()[-1] for ln in lines if ln.startswith("redis pid ")), None),
         "per_process": per_process(text),
         "fault_vmas": fault_vmas(text),
         "samples": samples,
