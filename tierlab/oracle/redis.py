@@ -477,6 +477,9 @@ CASES = {
     "bgsave-continuous": {"save": "1 1"},              # a BGSAVE child alive most of the time, as the
                                                        # seed's 205 GB snapshots (minutes each, 60 s apart) were
     "client-memory": {"save": "none", "conns": 48, "pipeline": 400},   # in-flight SETs ~half the dataset
+    # every key SET once with NUMA balancing off first: the measured run starts on a full heap
+    "no-fork-filled": {"save": "none", "fill": 1},
+    "bgsave-continuous-filled": {"save": "1 1", "fill": 1},
 }
 VALUE_ALLOC = 20480      # jemalloc's size class of a 20,000-byte value (+ the sds header)
 DATASET_PER_NODE0 = 1.6  # the seed: 205 GB of values over a ~126 GB DRAM node
