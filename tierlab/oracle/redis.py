@@ -58,6 +58,7 @@ echo "@@tierlab setting /proc/sys/vm/overcommit_memory $(cat /proc/sys/vm/overco
 {
   echo "bind 127.0.0.1"; echo "port 6379"; echo "protected-mode no"; echo "daemonize no"
   echo "dir /data"; echo "logfile /data/redis.log"; echo "appendonly no"; echo "maxclients 10000"
+  echo "enable-debug-command local"
   case "$save" in
     none) echo 'save ""';;
     default) ;;
@@ -139,6 +140,10 @@ done
 echo "@@tierlab begin redis.info after"
 /usr/bin/redis-cli info persistence; /usr/bin/redis-cli info stats; /usr/bin/redis-cli info memory
 /usr/bin/redis-cli info clients; /usr/bin/redis-cli dbsize
+echo "@@tierlab end"
+# where Redis's small objects are: DEBUG OBJECT prints a key's robj address ("at:0x...")
+echo "@@tierlab begin redis.debug after"
+for k in 0 1 2 5000 10000 15000; do /usr/bin/redis-cli debug object memtier-$k; done
 echo "@@tierlab end"
 echo "@@tierlab begin redis.log after"; grep -E "Background saving|DB saved|Fork|WARNING|error|Error" /data/redis.log; echo "@@tierlab end"
 if [ "$trace" = 1 ]; then
