@@ -404,3 +404,65 @@ def test_guest_mthp_orders_agree_with_the_model(guest_ready):
     guest, model = t.loc[("hugepages-64kB", "split_deferred"), ["guest", "model"]]
     assert model > 0 and model <= guest <= model + 2
     assert run.guest.mthp.loc["hugepages-2048kB", "anon_fault_alloc"] == 0
+
+
+# ---- real Redis in the guest (redis-memtier, #29) --------------------------------------------
+
+# Captured from `tierlab oracle redis-memtier --scale 4 --param case=bgsave-continuous`'s wrapper
+# (Linux 6.12.117+deb12-amd64, Debian's redis-server 7.0.15, QEMU 7.2 TCG).
+REDIS_TRANSCRIPT = DATA / "redis-memtier-bgsave.console.txt"
+
+
+def test_redis_summary_reads_the_wrapper_output():
+    from tierlab.oracle import redis
+    s = redis.summary(REDIS_TRANSCRIPT.read_text())
+    c = s["counters"]
+    assert c["numa_hint_faults"] > 0 and c["pgpromote_candidate"] <= c["numa_hint_faults"]
+    assert s["client"]["ops"] == s["client"]["sets"] + s["client"]["gets"] > 0
+    assert s["bgsaves_started"] == int(s["redis_info"]["total_forks"]) > 0
+    # per process, from the histograms: numa_migrate_check runs once per hint fault (the s32 result
+    # printed unsigned is read back as NUMA_NO_NODE), so the processes' hint faults add up to vmstat's
+    pp = s["per_process"]
+    assert sum(d.get("hint_faults", 0) for d in pp.values()) == pytest.approx(c["numa_hint_faults"], abs=5)
+    assert all(d.get("candidates", 0) <= d.get("hint_faults", 0) for d in pp.values())
+    # the BGSAVE children (comm redis-server, another pid) fault on the PTEs the parent had armed
+    # when it forked: fork copies PROT_NONE entries
+    redis_faults = pp["redis-server"]["hint_faults"] + pp.get("redis-server (BGSAVE children)", {}).get("hint_faults", 0)
+    assert redis_faults > 0.9 * c["numa_hint_faults"]
+    assert sum(v["hint_faults"] for v in s["fault_vmas"]) <= pp["redis-server"]["hint_faults"]
+    assert pp["kswapd0"]["demote_ok"] == c["pgdemote_kswapd"]
+    assert "skip_pid_inactive" in pp["redis-server"]
+    assert s["samples"] and s["errors"] == []
+
+
+def test_redis_case_arguments():
+    from tierlab.oracle import redis
+    m = guest.guest_machine(Machine.load("qemu-2node").scaled(4), 2)
+    a = redis.case_args(m, "no-fork", {})
+    keys = a["key_max"] + 1
+    assert keys * redis.VALUE_ALLOC == pytest.approx(1.6 * m.nodes[0].capacity_bytes, rel=0.001)
+    assert a["requests"] * a["conns"] == pytest.approx(2 * redis.SETS_PER_KEY * keys, abs=a["conns"])
+    assert a["save"] == "none" and redis.case_args(m, "bgsave-default", {})["save"] == "default"
+    assert redis.case_args(m, "no-fork", {"keys": 100, "conns": 2})["requests"] == 1200
+    with pytest.raises(ConfigError):
+        redis.case_args(m, "no-such-case", {})
+
+
+def test_guest_runs_redis(guest_ready):
+    """A tiny redis-memtier run (about 20 s): Redis answers, every request gets its reply, and the
+    per-process histograms and Redis's /proc/PID/sched come back."""
+    from tierlab.oracle import redis
+    try:
+        redis.ensure_redis_layer()
+    except build.Unavailable as e:
+        pytest.skip(f"Debian's redis-server cannot be had here: {e}")
+    s, transcript = redis.run_case("no-fork", {"keys": 500, "conns": 2, "pipeline": 8, "requests": 500,
+                                               "data_size": 2000}, scale=8, timeout_s=600)
+    assert s["errors"] == []
+    assert s["client"]["ops"] == 1000 and s["client"]["errors"] == 0
+    assert s["client"]["hits"] + s["client"]["misses"] == s["client"]["gets"]
+    assert int(s["redis_info"]["keyspace_hits"]) == s["client"]["hits"]
+    # the histograms were set up and read back (a run this short may take no hint fault at all)
+    for what in ("tl_check", "tl_addr", "tl_prot", "mm_migrate_pages", "sched_skip_vma_numa"):
+        assert f"@@tierlab begin hist.{what} after" in transcript
+    assert s["redis_pid"] is not None and f"proc{s['redis_pid']}" in s["numa_scan_seq"]

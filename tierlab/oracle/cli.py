@@ -81,6 +81,9 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
         from .suite import DOC, run_suite
         return run_suite(only=args.only, doc=None if args.no_doc else (args.doc or DOC), fmt=args.format,
                          log=_log, accel=args.accel, guest_kernel=args.kernel, icount=args.icount)
+    if args.workload == "redis-memtier":
+        from .redis import cmd_redis_memtier
+        return cmd_redis_memtier(args, _key_values(args.param, "--param"), _key_values(args.set, "--set"))
     from .compare import run_oracle
     if args.only or args.no_doc or args.doc:
         raise ConfigError("--only, --doc and --no-doc belong to `tierlab oracle suite`")
@@ -118,7 +121,8 @@ def add_oracle_command(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     o.add_argument("workload", metavar="WORKLOAD|suite",
                    help="a workload with a guest program (file-read, random-read, hot-chunks, anon-build, "
-                        "anon-browser), or `suite`")
+                        "anon-browser), or `suite`, or `redis-memtier` (real Redis under a memtier-like "
+                        "load, guest only; --param case=no-fork|bgsave-default|bgsave-continuous|client-memory|no-fork-filled|bgsave-continuous-filled)")
     o.add_argument("--machine", default="qemu-2node", metavar="NAME|FILE.toml", help="machine preset (default: qemu-2node)")
     o.add_argument("--param", action="append", metavar="KEY=VALUE", help="a workload parameter, repeatable")
     o.add_argument("--set", action="append", metavar="KNOB=VALUE", help="a kernel knob, repeatable")
