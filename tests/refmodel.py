@@ -73,6 +73,11 @@ class RefModel:
         self.rq = [{} for _ in self.cpu_node]       # per CPU: enqueued entity ("t", t) / ("k", nid) -> seq
         self.rq_seq = [0] * len(self.cpu_node)
         self.curr = [None] * len(self.cpu_node)
+        # x86 TLB generations (tlb.py): the mm's, and per CPU the one its TLB is at (None: it has not
+        # run the mm yet) and whether it ran a kswapd since (lazy: it catches up when it returns)
+        self.mm_gen = 0
+        self.cpu_gen = [None] * len(self.cpu_node)
+        self.cpu_lazy = [False] * len(self.cpu_node)
         # CFS: vruntime and runtime per entity (tasks never run up either: accesses cost 0);
         # kswapd has slept since boot
         self.vr = {("t", t): 0 for t in range(nr_tasks)} | {("k", n): -(1 << 60) for n in range(machine.nr_nodes)}
@@ -393,32 +398,64 @@ class RefModel:
             return self.curr[c][0] != "t"
         return c not in self.task_cpu
 
-    def tlb_flush(self, cpus, nr_pages):
-        """A flush of `cpus` from self.sender: one remote flush with a receipt per other CPU that is
-        not lazy, the sender's own flush counted local (all, or one per page) unless it is lazy."""
+    def switch_mm(self, c):
+        """A context switch on CPU c to its new curr: a kswapd leaves it lazy; a task brings it to
+        the mm's generation when it had not run the mm or was lazy."""
+        e = self.curr[c]
+        if e is None:
+            return
+        if e[0] != "t":
+            self.cpu_lazy[c] = True
+            return
+        if self.cpu_gen[c] is None or self.cpu_lazy[c]:
+            self.cpu_gen[c] = self.mm_gen
+        self.cpu_lazy[c] = False
+
+    def flush_tlb_func(self, c, gen, nr_pages, local):
+        """x86 flush_tlb_func on CPU c for a flush at generation `gen` (None: an unmap batch's):
+        nothing when the CPU is up to date, a ranged flush only when it is the next and latest
+        generation, else a whole one."""
+        mine = self.cpu_gen[c]
+        if mine is None or (gen is not None and gen <= mine) or mine == self.mm_gen:
+            return
+        if not (nr_pages and gen == mine + 1 and gen == self.mm_gen):
+            nr_pages = 0
+        if local:
+            if nr_pages == 0:
+                self.count(self.cpu_node[c], "nr_tlb_local_flush_all")
+            else:
+                self.count(self.cpu_node[c], "nr_tlb_local_flush_one", nr_pages)
+        self.cpu_gen[c] = self.mm_gen
+
+    def tlb_flush(self, cpus, nr_pages, gen=None):
+        """A flush of `cpus` from self.sender at generation `gen` (None: an unmap batch's): one
+        remote flush with a receipt per other CPU that is not lazy, then flush_tlb_func on each of
+        them and on the sender unless it is lazy."""
         sender, node = self.sender, self.cpu_node[self.sender]
+        if nr_pages > 33:
+            nr_pages = 0
         others = cpus - {sender}
         if others:
             self.count(node, "nr_tlb_remote_flush")
-            for c in others:
+            for c in sorted(others):
                 if not self.lazy(c):
                     self.count(self.cpu_node[c], "nr_tlb_remote_flush_received")
+                    self.flush_tlb_func(c, gen, nr_pages, False)
         if sender in cpus and not self.lazy(sender):
-            if nr_pages == 0 or nr_pages > 33:
-                self.count(node, "nr_tlb_local_flush_all")
-            else:
-                self.count(node, "nr_tlb_local_flush_one", nr_pages)
+            self.flush_tlb_func(sender, gen, nr_pages, True)
 
     def tlb_unmap(self, batch, mapped_accessible, nr):
-        """try_to_unmap with TTU_BATCH_FLUSH: defer to the batch when the mm ran on another CPU,
-        else flush each PTE at once."""
+        """try_to_unmap with TTU_BATCH_FLUSH: defer to the batch when the mm ran on another CPU (a
+        generation per PTE), else flush each PTE at once (a generation each)."""
         if not mapped_accessible:
             return
         if self.mm_cpus - {self.sender}:
+            self.mm_gen += nr
             batch |= self.mm_cpus
         else:
             for _ in range(nr):
-                self.tlb_flush(self.mm_cpus, 1)
+                self.mm_gen += 1
+                self.tlb_flush(self.mm_cpus, 1, self.mm_gen)
 
     def accessible_pte(self, x):
         return bool(self.flags2[x] & MAPPED) and not (self.flags[x] & PROTNONE)
@@ -914,6 +951,7 @@ class RefModel:
         if cur is not None:
             self.enqueue(c, cur)                      # put_prev_entity: behind its equals
         self.curr[c] = min(self.rq[c], key=lambda e: (self.vr[e], self.rq[c][e])) if self.rq[c] else None
+        self.switch_mm(c)
         if self.curr[c] is not None:
             self.slice_start[c] = self.runtime[self.curr[c]]
             self.update_min_vruntime(c)

@@ -44,13 +44,17 @@ def _sim(**knobs):
 
 def _set_mask(s, cpus, lazy=()):
     """mm 0 ran on `cpus`; each of them runs task 0 now except the `lazy` ones, which run a
-    kswapd (CPU 0, the task's, included: kswapd may share it)."""
+    kswapd (CPU 0, the task's, included: kswapd may share it). Each has mm 0 loaded and its TLB at
+    the mm's generation, as the switch to it leaves it (sched.switch_mm_irqs_off)."""
     s.mm[0]["cpumask"][:] = 0
     for c in cpus:
         s.mm[0]["cpumask"][c >> 6] |= np.uint64(1) << np.uint64(c & 63)
     s.cpu["curr"][:] = -1
     for c in cpus:
         s.cpu["curr"][c] = s.task.shape[0] if c in lazy else 0
+        s.cpu["loaded_mm"][c] = 0
+        s.cpu["tlb_gen"][c] = s.mm[0]["tlb_gen"]
+        s.cpu["tlb_lazy"][c] = int(c in lazy)
 
 
 def _tlb(sim, before):
@@ -77,6 +81,67 @@ def test_flush_tlb_mm_range_counts_as_x86_does(cpus, sender, pages, expect):
     others = flush_tlb_mm_range(s, 0, sender, 0, pages)
     assert _tlb(sim, before) == expect
     assert others == expect[1]
+
+
+def test_a_cpu_behind_by_more_than_the_flush_flushes_whole():
+    """flush_tlb_func's generations: CPU 0 is up to date; three PTEs go into an unmap batch
+    (arch_tlbbatch_add_pending: three generations). A one-page flush_tlb_mm_range() now is the
+    fourth, not the CPU's next: it flushes whole (nr_tlb_local_flush_all, not _one), which brings it
+    up to date, so the batch's own flush afterwards finds nothing to do on it."""
+    sim = _sim()
+    s = sim.state
+    _set_mask(s, (0,))
+    g = int(s.mm[0]["tlb_gen"])
+    before = counters(sim)
+    flush_tlb_mm_range(s, 0, 0, 0, 1)
+    assert _tlb(sim, before) == (0, 0, 0, 1)           # the next generation: one page
+    s.mm[0]["tlb_gen"] += 3
+    flush_tlb_mm_range(s, 0, 0, 0, 1)
+    assert _tlb(sim, before) == (0, 0, 1, 1)           # behind by more: whole
+    assert int(s.cpu["tlb_gen"][0]) == g + 5
+    batch = s.tlb_ubc[TLB_UBC]
+    batch[0] = np.uint64(0b1)
+    try_to_unmap_flush(s, batch, 0)
+    assert _tlb(sim, before) == (0, 0, 1, 1)           # already up to date: nothing
+
+
+def test_an_unmap_batch_flushes_only_the_cpus_behind():
+    """arch_tlbbatch_flush carries no generation: each CPU reached flushes whole when it is behind
+    its mm's generation, nothing otherwise, and its receipt counts either way."""
+    sim = _sim()
+    s = sim.state
+    _set_mask(s, (0, 2))
+    batch = s.tlb_ubc[TLB_UBC]
+    before = counters(sim)
+    batch[0] = np.uint64(0b101)
+    assert try_to_unmap_flush(s, batch, 0) == 1
+    assert _tlb(sim, before) == (1, 1, 0, 0)           # both up to date: received, nothing flushed
+    tlbbatch_add(s, sim.p, batch, 0, 0, 1, 0)           # a PTE deferred: a generation, CPUs 0 and 2
+    assert try_to_unmap_flush(s, batch, 0) == 1
+    assert _tlb(sim, before) == (2, 2, 1, 0)
+    assert list(s.cpu["tlb_gen"][[0, 2]]) == [int(s.mm[0]["tlb_gen"])] * 2
+
+
+def test_a_cpu_back_from_a_kernel_thread_catches_up_uncounted():
+    """switch_mm_irqs_off: kswapd on the CPU leaves it lazy with the mm loaded; the switch back to
+    the task brings its TLB to the mm's generation (x86 flushes there without counting), so a flush
+    of what happened meanwhile finds nothing to do."""
+    from tierlab.core.sched import switch_mm_irqs_off
+    sim = _sim()
+    s = sim.state
+    _set_mask(s, (0,))
+    T = s.task.shape[0]
+    switch_mm_irqs_off(s, 0, T)                        # kswapd runs on CPU 0
+    assert s.cpu["tlb_lazy"][0] == 1
+    s.mm[0]["tlb_gen"] += 7
+    switch_mm_irqs_off(s, 0, 0)                        # back to the task
+    assert s.cpu["tlb_lazy"][0] == 0 and s.cpu["tlb_gen"][0] == s.mm[0]["tlb_gen"]
+    s.cpu["curr"][0] = 0
+    before = counters(sim)
+    batch = s.tlb_ubc[TLB_UBC]
+    batch[0] = np.uint64(0b1)
+    try_to_unmap_flush(s, batch, 0)
+    assert _tlb(sim, before) == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("lazy, expect", [
@@ -322,6 +387,7 @@ def test_migrc_flush_free_folios_sends_the_deferred_flush_from_the_faulting_cpu(
     s.pgdat["migrc_pending_nr"][0] = 2
     s.pgdat["free"][0] -= 2
     s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    s.mm[0]["tlb_gen"] += 2                          # the two deferrals' arch_tlbbatch_add_pending
     before = counters(sim)
     assert migrc_flush_free_folios(s, 0) == 1        # CPU 0 faults: CPU 2 receives, CPU 0 flushes itself
     assert _tlb(sim, before) == (1, 1, 1, 0)
@@ -339,6 +405,7 @@ def test_migrc_held_pages_count_for_watermarks_and_are_freed_on_demand():
     s.pgdat["migrc_pending_nr"][0] = 10
     s.pgdat["free"][0] = low - 1
     s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    s.mm[0]["tlb_gen"] += 10                         # their deferrals' arch_tlbbatch_add_pending
     before = counters(sim)
     assert zone_watermark_ok(s, 0, 1, st.WMARK_LOW)
     assert zone_alloc_ok(s, 0, 1, st.WMARK_LOW)
@@ -352,6 +419,7 @@ def test_migrc_held_pages_count_for_watermarks_and_are_freed_on_demand():
     s.pgdat["migrc_pending_nr"][0] = 4
     s.pgdat["free"][0] = 0
     s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    s.mm[0]["tlb_gen"] += 4
     take_pages(s, 0, 30, 1)
     assert _held(s) == [0, 0] and int(s.pgdat["free"][0]) == 3
     assert _tlb(sim, before) == (2, 2, 2, 0)
@@ -382,6 +450,7 @@ def test_migrc_write_protect_fault_gives_up_before_the_pte_becomes_writable():
     s.pgdat["migrc_pending_nr"][0] = 3
     s.pgdat["free"][0] -= 3
     s.tlb_ubc[MIGRC_UBC][0] = np.uint64(0b101)
+    s.mm[0]["tlb_gen"] += 3                          # their deferrals' arch_tlbbatch_add_pending
     before = counters(sim)
     do_wp_page(s, p, 40, 0)
     assert _held(s) == [0, 0] and not s.tlb_ubc[MIGRC_UBC].any()

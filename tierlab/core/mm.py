@@ -52,7 +52,7 @@ from .ops import CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CT
 from .params import P
 from .profile import K, charge
 from .sched import sched_exit_task
-from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_mm_range, local_flush, shootdown_ns
+from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_func, flush_tlb_mm_range, inc_mm_tlb_gen, shootdown_ns
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
     PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VMA_DETACHED, VM_WRITE, region_of,
@@ -135,8 +135,9 @@ def tlb_flush_mmu_ns(s, p, mm, fullmm, start, nr_pages):
     cost = p[P.TLB_FLUSH_NS]
     sender = current_cpu(s)
     if fullmm:
+        gen = inc_mm_tlb_gen(s, mm, 1)
         if cpu_in_mask(s.mm[mm].cpumask, sender):
-            local_flush(s, sender, 0, FLUSH_ALL)
+            flush_tlb_func(s, sender, mm, gen, 0, FLUSH_ALL, True)
         return cost
     cost += shootdown_ns(s, p, flush_tlb_mm_range(s, mm, sender, start, nr_pages))
     return cost

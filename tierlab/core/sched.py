@@ -368,10 +368,31 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
             if vr < best_vr or (vr == best_vr and g.kswapd_seq < best_seq):
                 best, best_vr, best_seq = T + n, vr, g.kswapd_seq
     cpu.curr = best
+    switch_mm_irqs_off(s, c, best)
     if best >= 0:
         cpu.slice_start = entity_times(s, best)[0]
         update_min_vruntime(s, c)
     return best
+
+
+@jit_inline
+def switch_mm_irqs_off(s, cpu, entity):
+    """The TLB side of a context switch to `entity` (a task id, or T + nid for a kswapd): a kernel
+    thread leaves the CPU lazy with its user mm loaded (enter_lazy_tlb); a task of another mm, or
+    the return from lazy mode, brings the CPU up to the mm's generation (a flush x86 does not
+    count). It belongs to tlb.py's TLB generations; it lives here, where the switch is, because
+    tlb.py cannot be imported by the scheduler (state.py imports this module)."""
+    if entity < 0:
+        return
+    c = s.cpu[cpu]
+    if entity >= s.task.shape[0]:
+        c.tlb_lazy = 1
+        return
+    mm = s.task[entity].mm
+    if c.loaded_mm != mm or c.tlb_lazy:
+        c.loaded_mm = mm
+        c.tlb_gen = s.mm[mm].tlb_gen
+    c.tlb_lazy = 0
 
 
 @jit_inline

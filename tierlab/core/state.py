@@ -260,6 +260,11 @@ CPU_DTYPE = np.dtype([
                                      # here (lru_gen_enter_fault; folio_add_lru makes its folios active)
     ("first_task", np.int64),        # the CPU's tasks as a list (task.next_on_cpu), -1 terminated
     ("flush_irqs", np.int64),        # flush IPIs received its task has not paid for yet (tlb.flush_irqs_ns)
+    # x86 cpu_tlbstate (tlb.py): the user mm whose translations the CPU holds (NO_MM: none yet), its
+    # TLB generation of that mm, and whether it ran a kernel thread since (lazy: catches up on return)
+    ("loaded_mm", np.int64),
+    ("tlb_gen", np.int64),
+    ("tlb_lazy", np.int64),
     ("lru_batch_len", np.int64),
     ("lru_batch", np.int64, (LRU_BATCH_MAX,)),   # the per-CPU lru_add folio batch
 ], align=True)
@@ -372,6 +377,7 @@ MM_DTYPE = np.dtype([
     ("policy_flags", np.int64),      # its pol->flags (MPOL_F_MOF | MPOL_F_MORON with MPOL_F_NUMA_BALANCING)
     ("policy_nodes", np.uint64),     # its nodemask, bit n = node n
     ("cpumask", np.uint64, (MM_CPUMASK_WORDS,)),  # mm_cpumask(): CPU slots that ran the mm's threads
+    ("tlb_gen", np.int64),           # mm->context.tlb_gen: bumped by every flush request (inc_mm_tlb_gen)
     ("text_pages", np.int64),        # pages of hot code its threads fetch (tlb_hw.py's iTLB stream; 0: none)
     ("start_after", np.int64),       # the mm whose teardown starts this one's tasks (a parent's wait and
                                      # fork, e.g. make's job server); -1: none (they start at task.start)
@@ -603,6 +609,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     cpu = np.zeros(C, CPU_DTYPE)
     cpu["node"] = cpu_nodes
     cpu["curr"] = -1
+    cpu["loaded_mm"] = NO_MM
     task = np.zeros(T, TASK_DTYPE)
     task["cpu"] = task_cpu
     task["mm"] = 0 if task_mm is None else task_mm

@@ -32,10 +32,22 @@ no local flush (the seed 004 guest: 45.2 M received for 3.03 M sent, 14.9 per fl
 Simplifications: mm_cpumask holds every CPU that ever ran the mm (x86 6.7 clears a CPU when it
 switches to another mm, so a CPU now running another process is still sent the flush here);
 freed page tables (which make x86 send to lazy CPUs too) are not tracked, so munmap's flushes
-skip lazy CPUs as well; the mm's tlb_gen check is not modelled (flush_tlb_func returns early on
-a CPU an earlier flush already brought up to date), so every non-lazy CPU of the mask receives
-and executes each flush (the kernel counts the receipt before that check); what a flush does to
-the CPUs' TLBs is tlb_hw.py's; exit_mmap's flushes (fullmm) are the exiting CPU's local flush only, as mm.py costs them.
+skip lazy CPUs as well; what a flush does to the CPUs' TLBs is tlb_hw.py's; exit_mmap's flushes
+(fullmm) are the exiting CPU's local flush only, as mm.py costs them.
+
+TLB generations (x86's tlb_gen). Every flush request bumps the mm's generation first
+(inc_mm_tlb_gen: flush_tlb_mm_range() once, arch_tlbbatch_add_pending() once per PTE put in an
+unmap batch, MIGRC's read-only batch included), and each CPU keeps the generation its TLB is up
+to date with for the mm it runs (cpu_tlbstate.ctxs[].tlb_gen). flush_tlb_func() then decides on
+each CPU the flush reaches, after counting the receipt: nothing for a CPU now running another mm
+(it was left in the mask) or already at the flush's generation or the mm's; a ranged flush only
+when it is exactly the next generation and the latest (otherwise the CPU is behind by more than
+this flush and flushes whole: nr_tlb_local_flush_all instead of _one); and the CPU is then up to
+date. An unmap batch's flush (arch_tlbbatch_flush) carries no generation, so it flushes whole any
+CPU behind its mm's generation and skips one that is not. A CPU that switches to another mm, or
+back from a kernel thread (lazy), catches up without counting (sched.switch_mm_irqs_off), and with a
+single generation per CPU (simplified: x86 keeps one per cached ASID), a CPU switching between
+two mm's catches up each time.
 
 Costs: a sender pays shootdown_ns() for a flush it sends (migration and demotion batches,
 munmap, a write-protect fault giving MIGRC up; the NUMA scanner's range flushes are in
@@ -58,6 +70,7 @@ from .vmstat import Vm
 
 TLB_SINGLE_PAGE_FLUSH_CEILING = 33   # arch/x86/mm/tlb.c tlb_single_page_flush_ceiling (debugfs)
 FLUSH_ALL = 0                        # nr_pages for a whole-TLB flush (TLB_FLUSH_ALL)
+GEN_INVALID = -1                     # TLB_GENERATION_INVALID: an unmap batch's flush carries none
 MIGRC_OFF = 0                        # the `migrc` knob
 MIGRC_ON = 1
 
@@ -111,15 +124,16 @@ def cpu_is_lazy(s, cpu):
 
 
 @jit
-def flush_tlb_mask(s, mask, sender, start, nr_pages, local_in_mask):
-    """One flush of the CPUs in `mask` from `sender`: pages [start, start + nr_pages), or the whole
-    TLB (nr_pages FLUSH_ALL). Counts it as native_flush_tlb_multi()/flush_tlb_func() do: with
-    another CPU in the mask, one nr_tlb_remote_flush, then flush_tlb_func() on every CPU of the mask
-    that is not lazy (on_each_cpu_cond_mask with tlb_is_not_lazy), each other one counting
-    nr_tlb_remote_flush_received; without one, the sender's flush alone if `local_in_mask`. A lazy
-    sender (kswapd) switches to init_mm instead of flushing and counts nothing. Each CPU that
-    flushes flushes its TLBs (tlb_hw.py); a lazy one skipped owes a flush when it next runs a task.
-    Returns the number of other CPUs flushed."""
+def flush_tlb_mask(s, mask, sender, start, nr_pages, local_in_mask, mm, new_gen):
+    """One flush of the CPUs in `mask` from `sender`: pages [start, start + nr_pages) of `mm` at
+    generation `new_gen` (flush_tlb_mm_range), or the whole TLB of whatever mm each CPU runs
+    (mm NO_MM, GEN_INVALID: an unmap batch's flush). Counts it as native_flush_tlb_multi() does:
+    with another CPU in the mask, one nr_tlb_remote_flush, then flush_tlb_func() on every CPU of the
+    mask that is not lazy (on_each_cpu_cond_mask with tlb_is_not_lazy), each other one counting
+    nr_tlb_remote_flush_received first; without one, the sender's flush alone if `local_in_mask`.
+    A lazy sender (kswapd) switches to init_mm instead of flushing and counts nothing; a lazy CPU
+    skipped owes a flush when it next runs a task (tlb_hw.py). Returns the number of other CPUs
+    sent the flush."""
     others = 0
     local = local_in_mask
     if has_other_cpu(mask, sender):
@@ -138,14 +152,14 @@ def flush_tlb_mask(s, mask, sender, start, nr_pages, local_in_mask):
                 else:
                     s.counters[s.cpu[c].node, Vm.NR_TLB_REMOTE_FLUSH_RECEIVED] += 1
                     s.cpu[c].flush_irqs += 1
-                    cpu_tlb_flush(s, c, start, nr_pages)
+                    flush_tlb_func(s, c, mm, new_gen, start, nr_pages, False)
                     others += 1
         local = cpu_in_mask(mask, sender)
     if local:
         if cpu_is_lazy(s, sender):
             cpu_tlb_skip_lazy(s, sender)
         else:
-            local_flush(s, sender, start, nr_pages)
+            flush_tlb_func(s, sender, mm, new_gen, start, nr_pages, True)
     return others
 
 
@@ -171,24 +185,50 @@ def flush_irqs_ns(s, p, cpu):
 
 
 @jit_inline
-def local_flush(s, cpu, start, nr_pages):
-    """The flushing CPU's own flush (flush_tlb_func with local set): nr_tlb_local_flush_all for a
-    whole flush, nr_tlb_local_flush_one per page of a ranged one."""
-    if nr_pages == FLUSH_ALL:
-        s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ALL] += 1
-    else:
-        s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ONE] += nr_pages
+def inc_mm_tlb_gen(s, mm, n):
+    """inc_mm_tlb_gen() n times (once per flush request or per PTE batched); returns the new
+    generation."""
+    s.mm[mm].tlb_gen += n
+    return s.mm[mm].tlb_gen
+
+
+@jit_inline
+def flush_tlb_func(s, cpu, mm, new_gen, start, nr_pages, local):
+    """flush_tlb_func() on `cpu` (not lazy; its receipt already counted): the flush of `mm` at
+    `new_gen` (mm NO_MM and GEN_INVALID for an unmap batch's), pages [start, start + nr_pages) or
+    FLUSH_ALL. Nothing on a CPU running another mm or already up to date; a ranged flush only when
+    it is the CPU's next generation and the mm's latest, else a whole one. The flushing CPU's own
+    flush (`local`) counts nr_tlb_local_flush_all, or nr_tlb_local_flush_one per page."""
+    loaded = s.cpu[cpu].loaded_mm
+    if loaded == NO_MM or (mm != NO_MM and mm != loaded):
+        return                      # left in the mask while running another mm (or none yet)
+    local_gen = s.cpu[cpu].tlb_gen
+    if new_gen != GEN_INVALID and new_gen <= local_gen:
+        return
+    mm_gen = s.mm[loaded].tlb_gen
+    if local_gen == mm_gen:
+        return                      # an earlier flush already brought it up to date
+    if not (nr_pages != FLUSH_ALL and new_gen == local_gen + 1 and new_gen == mm_gen):
+        nr_pages = FLUSH_ALL
+    if local:
+        if nr_pages == FLUSH_ALL:
+            s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ALL] += 1
+        else:
+            s.counters[s.cpu[cpu].node, Vm.NR_TLB_LOCAL_FLUSH_ONE] += nr_pages
     cpu_tlb_flush(s, cpu, start, nr_pages)
+    s.cpu[cpu].tlb_gen = mm_gen
 
 
 @jit_inline
 def flush_tlb_mm_range(s, mm, sender, start, nr_pages):
     """flush_tlb_mm_range() of pages [start, start + nr_pages) of the mm from CPU `sender` (a range
-    beyond the ceiling becomes a full flush). Returns the number of other CPUs flushed."""
+    beyond the ceiling becomes a full flush), at the mm's next generation. Returns the number of
+    other CPUs sent the flush."""
     if nr_pages > TLB_SINGLE_PAGE_FLUSH_CEILING:
         nr_pages = FLUSH_ALL
+    gen = inc_mm_tlb_gen(s, mm, 1)
     mask = s.mm[mm].cpumask
-    return flush_tlb_mask(s, mask, sender, start, nr_pages, cpu_in_mask(mask, sender))
+    return flush_tlb_mask(s, mask, sender, start, nr_pages, cpu_in_mask(mask, sender), mm, gen)
 
 
 # Rows of SimState.tlb_ubc (mm_cpumask words: the CPUs each pending batch must flush).
@@ -227,20 +267,20 @@ def tlbbatch_add(s, p, batch, mm, head, nr, sender):
         return
     mask = s.mm[mm].cpumask
     if should_defer_flush(s, mm, sender):
+        inc_mm_tlb_gen(s, mm, nr)                 # arch_tlbbatch_add_pending, per PTE
         for w in range(MM_CPUMASK_WORDS):
             batch[w] |= mask[w]
     else:
-        ptep_clear_flush(s, p, mask, sender, head, nr)
+        ptep_clear_flush(s, p, mm, sender, head, nr)
 
 
 @jit_inline
-def ptep_clear_flush(s, p, mask, sender, head, nr):
-    """Each of the folio's nr PTEs flushed as it is cleared: a one-page flush of the CPUs in `mask`
-    per PTE. Returns what the shootdowns cost the sender (nothing when only the sender flushed)."""
-    local = cpu_in_mask(mask, sender)
+def ptep_clear_flush(s, p, mm, sender, head, nr):
+    """Each of the folio's nr PTEs flushed as it is cleared: a one-page flush_tlb_mm_range() of the
+    mm per PTE. Returns what the shootdowns cost the sender (nothing when only the sender flushed)."""
     cost = 0.0
     for i in range(nr):
-        cost += shootdown_ns(s, p, flush_tlb_mask(s, mask, sender, head + i, 1, local))
+        cost += shootdown_ns(s, p, flush_tlb_mm_range(s, mm, sender, head + i, 1))
     return cost
 
 
@@ -267,7 +307,7 @@ def try_to_unmap_flush(s, batch, sender):
     is emptied. Returns the number of other CPUs flushed."""
     if batch_empty(batch):
         return 0
-    others = flush_tlb_mask(s, batch, sender, 0, FLUSH_ALL, cpu_in_mask(batch, sender))
+    others = flush_tlb_mask(s, batch, sender, 0, FLUSH_ALL, cpu_in_mask(batch, sender), NO_MM, GEN_INVALID)
     migrc_flush_end(s, batch)
     for w in range(MM_CPUMASK_WORDS):
         batch[w] = 0
@@ -318,7 +358,9 @@ def migrc_can_defer(s, p, head, mm, nr, sender):
 
 @jit_inline
 def migrc_defer(s, mm):
-    """The deferred folio's CPUs join the batch's pending_ubc (fold_ubc(&pending_ubc, tlb_ubc_ro))."""
+    """The deferred folio's CPUs join the batch's pending_ubc (fold_ubc(&pending_ubc, tlb_ubc_ro)); its
+    PTE went into the read-only batch through arch_tlbbatch_add_pending (a generation)."""
+    inc_mm_tlb_gen(s, mm, 1)
     pend = s.tlb_ubc[MIGRC_PENDING_UBC]
     mask = s.mm[mm].cpumask
     for w in range(MM_CPUMASK_WORDS):
@@ -336,7 +378,7 @@ def try_to_migrate_tlb(s, p, batch, mm, head, nr, sender, deferred):
     elif p[P.MIGRATE_BATCH_FLUSH] != 0:
         tlbbatch_add(s, p, batch, mm, head, nr, sender)
     elif mm != NO_MM:
-        return ptep_clear_flush(s, p, s.mm[mm].cpumask, sender, head, nr)
+        return ptep_clear_flush(s, p, mm, sender, head, nr)
     return 0.0
 
 

@@ -28,8 +28,8 @@ holds 4 KiB and 2 MiB entries alike; its separate 32-entry 2 MiB dTLB is not mod
 instruction stream is the mm's `text_pages` pages of hot code fetched round robin, one per
 access (a loop whose text fits the iTLB misses only after a flush); kernel text (global pages,
 though not under PTI), read()/write()'s kernel mappings and loads of the shared zero page are not
-translated here; the x86 tlb_gen check that makes a
-receipt a no-op when an earlier flush already covered it is not modelled (each receipt flushes).
+translated here. A receipt flushes only when tlb.flush_tlb_func() says so (the x86 tlb_gen
+check: nothing for a CPU an earlier flush already brought up to date).
 With `geo` all zero (the Simulation's tlb_model off) nothing here runs.
 """
 from __future__ import annotations
