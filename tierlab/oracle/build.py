@@ -65,6 +65,24 @@ def cache_dir() -> Path:
     return d
 
 
+def download_deb(package: str, what: str, log=None, note: str = "") -> Path:
+    """The newest cached .deb of `package` in cache_dir()/debs, fetched with `apt-get download` the
+    first time (nothing is installed). `what` names the step in an error, `note` adds to the log
+    line (e.g. its size)."""
+    ddir = cache_dir() / "debs"
+    ddir.mkdir(parents=True, exist_ok=True)
+    debs = sorted(ddir.glob(f"{package}_*.deb"))
+    if not debs:
+        require_tool("apt-get", "apt")
+        if log:
+            log(f"downloading {package}{note} ...")
+        _run(["apt-get", "download", package], what, cwd=ddir)
+        debs = sorted(ddir.glob(f"{package}_*.deb"))
+        if not debs:
+            raise Unavailable(f"apt-get download {package} left no .deb in {ddir}")
+    return debs[-1]
+
+
 def _digest(*parts) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -161,26 +179,16 @@ def ensure_kernel(log=None, name: str | None = None) -> GuestKernel:
     k = _kernel_from_dir(kdir)
     if k is not None:
         return k
-    ddir = cache_dir() / "debs"
-    ddir.mkdir(exist_ok=True)
-    debs = sorted(ddir.glob(f"{package}_*.deb"))
-    if not debs:
-        require_tool("apt-get", "apt")
-        if log:
-            log(f"downloading {package} (apt-get download, ~110 MB) ...")
-        _run(["apt-get", "download", package], f"downloading {package}", cwd=ddir)
-        debs = sorted(ddir.glob(f"{package}_*.deb"))
-        if not debs:
-            raise Unavailable(f"apt-get download {package} left no .deb in {ddir}")
+    deb = download_deb(package, f"downloading {package}", log, " (apt-get download, ~110 MB)")
     require_tool("dpkg", "dpkg")
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         if log:
-            log(f"extracting {debs[-1].name} ...")
-        _run(["dpkg", "-x", str(debs[-1]), tmp], f"extracting {debs[-1].name}")
+            log(f"extracting {deb.name} ...")
+        _run(["dpkg", "-x", str(deb), tmp], f"extracting {deb.name}")
         boot = Path(tmp) / "boot"
         vmlinuz = next(boot.glob("vmlinuz-*"), None)
         if vmlinuz is None:
-            raise Unavailable(f"{debs[-1].name} holds no boot/vmlinuz-*")
+            raise Unavailable(f"{deb.name} holds no boot/vmlinuz-*")
         release = vmlinuz.name[len("vmlinuz-"):]
         mods = {p.name.split(".ko")[0].replace("-", "_"): p
                 for p in (Path(tmp) / "lib" / "modules" / release).rglob("*.ko*")}

@@ -300,22 +300,29 @@ def boot(machine: Machine, program: str, args: list[str], files: dict, kernel: K
         if log:
             log(f"booting {gk.release} under QEMU ({accel}{', icount ' + icount if icount else ''}): "
                 + ", ".join(f"node{i} {nd.capacity_bytes >> 20} MiB cpus={nd.cpus}" for i, nd in enumerate(machine.nodes)))
-        out_path = Path(tmp) / "console.txt"
         t0 = time.monotonic()
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                tail = out_path.read_text(errors="replace")[-2000:]
-                raise GuestError(f"the guest did not finish within {timeout_s:.0f} s; console tail:\n{tail}") from None
-        text = out_path.read_bytes().decode(errors="replace")
-        if proc.returncode != 0:
-            raise Unavailable(f"{QEMU} exited with status {proc.returncode}: {text[-1500:]}")
+        text = run_qemu(argv, Path(tmp) / "console.txt", timeout_s)
     return Boot(transcript=text, wall_s=time.monotonic() - t0, argv=argv, kernel_package=gk.package)
+
+
+def run_qemu(argv: list[str], out_path: Path, timeout_s: float) -> str:
+    """Run QEMU (`argv`) to its end with the serial console in `out_path`; returns the console's
+    text. A guest past `timeout_s` is killed (GuestError with the console's tail); QEMU failing is
+    Unavailable."""
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            tail = out_path.read_text(errors="replace")[-2000:]
+            raise GuestError(f"the guest did not finish within {timeout_s:.0f} s; console tail:\n{tail}") from None
+    text = out_path.read_bytes().decode(errors="replace")
+    if proc.returncode != 0:
+        raise Unavailable(f"{QEMU} exited with status {proc.returncode}: {text[-1500:]}")
+    return text
 
 
 class GuestError(RuntimeError):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from ..errors import ConfigError
 from ..kernel import Kernel
 from ..machine import Machine
 from . import build, guest
-from .build import Unavailable, _digest, _run, cache_dir, require_tool
+from .build import Unavailable, _digest, _run, cache_dir, download_deb, require_tool
 from .console import PREFIX, _blocks, parse_console
 
 REDIS_PACKAGES = ("redis-server", "redis-tools", "libjemalloc2", "liblzf1")
@@ -156,21 +155,8 @@ kill -STOP $$
 
 
 def _download(packages, log=None) -> list[Path]:
-    ddir = cache_dir() / "debs"
-    ddir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for pkg in packages:
-        debs = sorted(ddir.glob(f"{pkg}_*.deb"))
-        if not debs:
-            require_tool("apt-get", "apt")
-            if log:
-                log(f"downloading {pkg} (apt-get download) ...")
-            _run(["apt-get", "download", pkg], f"downloading {pkg} (Debian 12 has it in main)", cwd=ddir)
-            debs = sorted(ddir.glob(f"{pkg}_*.deb"))
-            if not debs:
-                raise Unavailable(f"apt-get download {pkg} left no .deb in {ddir}")
-        out.append(debs[-1])
-    return out
+    return [download_deb(pkg, f"downloading {pkg} (Debian 12 has it in main)", log, " (apt-get download)")
+            for pkg in packages]
 
 
 _LDD_LINE = re.compile(r"^\s*(\S+)(?:\s+=>\s+(\S+))?\s+\(0x[0-9a-f]+\)\s*$")
@@ -277,21 +263,8 @@ def boot_redis(machine: Machine, args: dict, kernel: Kernel, guest_settings: dic
         if log:
             log(f"booting {gk.release} with Redis under QEMU (tcg): "
                 + ", ".join(f"node{i} {nd.capacity_bytes >> 20} MiB cpus={nd.cpus}" for i, nd in enumerate(machine.nodes)))
-        out_path = tmp / "console.txt"
         t0 = time.monotonic()
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen(["nice", "-n", str(nice)] + argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                tail = out_path.read_text(errors="replace")[-3000:]
-                raise guest.GuestError(f"the guest did not finish within {timeout_s:.0f} s; console tail:\n{tail}") from None
-        text = out_path.read_bytes().decode(errors="replace")
-        if proc.returncode != 0:
-            raise Unavailable(f"{guest.QEMU} exited with status {proc.returncode}: {text[-1500:]}")
+        text = guest.run_qemu(["nice", "-n", str(nice)] + argv, tmp / "console.txt", timeout_s)
     return RedisBoot(transcript=text, wall_s=time.monotonic() - t0, argv=argv)
 
 

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -98,6 +99,26 @@ static inline void set_task_policy(struct policy p)
 {
     if (p.mode != MPOL_DEFAULT && syscall(SYS_set_mempolicy, p.mode, &p.mask, 64) != 0)
         die("set_mempolicy");
+}
+
+/* Pin the calling thread to a CPU list such as "0", "0-3" or "0,2-3" (sched_setaffinity); an
+ * empty list leaves it where it is. */
+static inline void set_cpus(const char *list)
+{
+    if (!*list)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (const char *c = list; c && *c; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
+        int lo = atoi(c), hi = lo;
+        const char *dash = strchr(c, '-'), *comma = strchr(c, ',');
+        if (dash && (!comma || dash < comma))
+            hi = atoi(dash + 1);
+        for (int i = lo; i <= hi; i++)
+            CPU_SET(i, &set);
+    }
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        die("sched_setaffinity");
 }
 
 /* A VMA's policy. tierlab's "default" means local allocation whatever the task's policy is, so it

@@ -265,24 +265,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void set_cpus(const char *list)
-{
-    if (!*list)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (const char *c = list; c && *c; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
-        int lo = atoi(c), hi = lo;
-        const char *dash = strchr(c, '-'), *comma = strchr(c, ',');
-        if (dash && (!comma || dash < comma))
-            hi = atoi(dash + 1);
-        for (int i = lo; i <= hi; i++)
-            CPU_SET(i, &set);
-    }
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        die("kv_load: sched_setaffinity");
-}
-
 int main(int argc, char **argv)
 {
     nargs = argc - 1;

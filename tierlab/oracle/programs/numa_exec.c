@@ -21,21 +21,7 @@ int main(int argc, char **argv)
     }
     nargs = sep - 1;
     args = argv + 1;
-    const char *list = arg_str("cpus", "");
-    if (*list) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (const char *c = list; c && *c; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
-            int lo = atoi(c), hi = lo;
-            const char *dash = strchr(c, '-'), *comma = strchr(c, ',');
-            if (dash && (!comma || dash < comma))
-                hi = atoi(dash + 1);
-            for (int i = lo; i <= hi; i++)
-                CPU_SET(i, &set);
-        }
-        if (sched_setaffinity(0, sizeof set, &set) != 0)
-            die("numa_exec: sched_setaffinity");
-    }
+    set_cpus(arg_str("cpus", ""));
     set_task_policy(parse_policy(arg_str("policy", "default")));
     execv(argv[sep + 1], argv + sep + 1);
     die("numa_exec: execv");
