@@ -124,8 +124,8 @@ def test_an_unmap_batch_flushes_only_the_cpus_behind():
 
 def test_a_cpu_back_from_a_kernel_thread_catches_up_uncounted():
     """switch_mm_irqs_off: kswapd on the CPU leaves it lazy with the mm loaded; the switch back to
-    the task brings its TLB to the mm's generation (x86 flushes there without counting), so a flush
-    of what happened meanwhile finds nothing to do."""
+    the task flushes its TLB (x86 does not count it) and brings it to the mm's generation, so a
+    flush of what happened meanwhile finds nothing to do."""
     from tierlab.core.sched import switch_mm_irqs_off
     sim = _sim()
     s = sim.state
@@ -134,8 +134,10 @@ def test_a_cpu_back_from_a_kernel_thread_catches_up_uncounted():
     switch_mm_irqs_off(s, 0, T)                        # kswapd runs on CPU 0
     assert s.cpu["tlb_lazy"][0] == 1
     s.mm[0]["tlb_gen"] += 7
+    s.tlbs.need_flush[0] = 0
     switch_mm_irqs_off(s, 0, 0)                        # back to the task
     assert s.cpu["tlb_lazy"][0] == 0 and s.cpu["tlb_gen"][0] == s.mm[0]["tlb_gen"]
+    assert s.tlbs.need_flush[0] == 1                   # its TLB is flushed at its next translation
     s.cpu["curr"][0] = 0
     before = counters(sim)
     batch = s.tlb_ubc[TLB_UBC]

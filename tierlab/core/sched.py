@@ -379,9 +379,11 @@ def sched_resched(s, p, c, clock, task_pos, offsets):
 def switch_mm_irqs_off(s, cpu, entity):
     """The TLB side of a context switch to `entity` (a task id, or T + nid for a kswapd): a kernel
     thread leaves the CPU lazy with its user mm loaded (enter_lazy_tlb); a task of another mm, or
-    the return from lazy mode, brings the CPU up to the mm's generation (a flush x86 does not
-    count). It belongs to tlb.py's TLB generations; it lives here, where the switch is, because
-    tlb.py cannot be imported by the scheduler (state.py imports this module)."""
+    the return from lazy mode behind the mm's generation, flushes the CPU's TLB (need_flush: done
+    at its next translation, tlb_hw.py; x86 does not count it in vmstat) and brings it up to the
+    mm's generation. The first mm a CPU loads needs no flush. It belongs to tlb.py's TLB
+    generations; it lives here, where the switch is, because tlb.py cannot be imported by the
+    scheduler (state.py imports this module)."""
     if entity < 0:
         return
     c = s.cpu[cpu]
@@ -389,7 +391,9 @@ def switch_mm_irqs_off(s, cpu, entity):
         c.tlb_lazy = 1
         return
     mm = s.task[entity].mm
-    if c.loaded_mm != mm or c.tlb_lazy:
+    if c.loaded_mm != mm or (c.tlb_lazy and c.tlb_gen != s.mm[mm].tlb_gen):
+        if c.loaded_mm >= 0:                # not the first mm it loads (state.NO_MM is -1)
+            s.tlbs.need_flush[cpu] = 1
         c.loaded_mm = mm
         c.tlb_gen = s.mm[mm].tlb_gen
     c.tlb_lazy = 0
