@@ -45,9 +45,9 @@ when it is exactly the next generation and the latest (otherwise the CPU is behi
 this flush and flushes whole: nr_tlb_local_flush_all instead of _one); and the CPU is then up to
 date. An unmap batch's flush (arch_tlbbatch_flush) carries no generation, so it flushes whole any
 CPU behind its mm's generation and skips one that is not. A CPU that switches to another mm, or
-back from a kernel thread (lazy), catches up without counting (sched.switch_mm_irqs_off), and with a
-single generation per CPU (simplified: x86 keeps one per cached ASID), a CPU switching between
-two mm's catches up each time.
+back from a kernel thread (lazy) behind its mm, flushes its TLB there (not counted in vmstat) and
+is up to date (sched.switch_mm_irqs_off); with a single generation per CPU (simplified: x86 keeps
+one per cached ASID), a CPU switching between two mm's flushes each time.
 
 Costs: a sender pays shootdown_ns() for a flush it sends (migration and demotion batches,
 munmap, a write-protect fault giving MIGRC up; the NUMA scanner's range flushes are in

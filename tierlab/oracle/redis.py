@@ -33,6 +33,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..kernel import Kernel
 from ..machine import Machine
+from ..workloads.memtier import Memtier, jemalloc_size_class, sds_alloc_bytes
 from . import build, guest
 from .build import Unavailable, _digest, _run, cache_dir, download_deb, require_tool
 from .console import PREFIX, _blocks, parse_console
@@ -445,9 +446,17 @@ def summary(text: str) -> dict:
 # ---------------------------------------------------------------------------------------------
 # the `tierlab oracle redis-memtier` entry
 
-# Seed 002's default column (Redis + memtier, 6.9-era kernel, numa_balancing=2, demotion on):
-SEED_002 = {"numa_pte_updates": 66.6e6, "numa_hint_faults": 57.1e6, "pgpromote_candidate": 33_884_196,
-            "pgpromote_success": 798_974, "pgdemote_kswapd": 13.3e6, "pgdemote_direct": 257}
+
+
+def seed_002() -> dict:
+    """Seed 002's default column (Redis + memtier, 6.9-era kernel, numa_balancing=2, demotion on), as
+    data/hint_fault_memtier.csv has it: {metric: published}."""
+    from ..reproduce import published
+    pub = published("hint_fault_memtier.csv")
+    col = pub[pub.experiment == "hint-fault-memtier-default"]
+    return dict(zip(col.metric, col.published.astype(float)))
+
+
 # The cases (wrapper arguments); --param overrides any of them.
 CASES = {
     "no-fork": {"save": "none"},                       # redis-server --save "" --appendonly no
@@ -459,7 +468,8 @@ CASES = {
     "no-fork-filled": {"save": "none", "fill": 1},
     "bgsave-continuous-filled": {"save": "1 1", "fill": 1},
 }
-VALUE_ALLOC = 20480      # jemalloc's size class of a 20,000-byte value (+ the sds header)
+DATA_SIZE = Memtier.params["data_size"].default       # memtier's -d, the seed's 20,000 bytes
+VALUE_ALLOC = jemalloc_size_class(sds_alloc_bytes(DATA_SIZE))   # a value's allocation (20480)
 DATASET_PER_NODE0 = 1.6  # the seed: 205 GB of values over a ~126 GB DRAM node
 SETS_PER_KEY = 12        # the seed: 128 M SETs over 10 M keys
 # hot_threshold_ms for the guest: the seed's mean key re-access (~190 s) against its threshold
@@ -468,15 +478,17 @@ GUEST_HOT_THRESHOLD_MS = 50
 
 
 def case_args(machine: Machine, case: str, params: dict) -> dict:
-    """The wrapper's arguments for `case` on `machine` (a guest_machine): a key space whose values
-    are 1.6x node 0, 12 SETs per key (as many GETs), then `params` on top."""
+    """The wrapper's arguments for `case` on `machine` (a guest_machine), `params` on top: unless
+    given, a key space whose values (jemalloc's allocation of data_size bytes) are 1.6x node 0, and
+    12 SETs per key (as many GETs)."""
     if case not in CASES:
         raise ConfigError(f"redis-memtier: case {case!r}; accepted: {', '.join(CASES)}")
-    a = {"conns": 8, "pipeline": 32, "threads": 1, "data_size": 20000, "ratio": "1:1", "report_s": 10,
+    a = {"conns": 8, "pipeline": 32, "threads": 1, "data_size": DATA_SIZE, "ratio": "1:1", "report_s": 10,
          "sample_s": 5, "redis_cpus": 0, "client_cpus": 1 if machine.nodes[0].cpus > 1 else 0,
          "redis_policy": "default", "client_policy": "default", "trace": 1, **CASES[case]}
     a.update({k: v for k, v in params.items() if k != "case"})
-    keys = int(params.get("keys", DATASET_PER_NODE0 * machine.nodes[0].capacity_bytes // VALUE_ALLOC))
+    value_alloc = jemalloc_size_class(sds_alloc_bytes(int(a["data_size"])))
+    keys = int(params.get("keys", DATASET_PER_NODE0 * machine.nodes[0].capacity_bytes // value_alloc))
     a.pop("keys", None)
     a.setdefault("key_max", keys - 1)
     a.setdefault("requests", 2 * SETS_PER_KEY * (int(a["key_max"]) + 1) // int(a["conns"]))
@@ -485,7 +497,7 @@ def case_args(machine: Machine, case: str, params: dict) -> dict:
 
 def format_summary(name: str, s: dict) -> str:
     c = s["counters"]
-    seed = SEED_002
+    seed = seed_002()
     rows = [("candidates / hint faults", s["candidates_per_hint_fault"], seed["pgpromote_candidate"] / seed["numa_hint_faults"]),
             ("promoted / candidates", s["promoted_per_candidate"], seed["pgpromote_success"] / seed["pgpromote_candidate"]),
             ("pte updates / hint fault", s["pte_updates_per_hint_fault"], seed["numa_pte_updates"] / seed["numa_hint_faults"])]
