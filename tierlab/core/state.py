@@ -432,6 +432,10 @@ SYS_DTYPE = np.dtype([
 ], align=True)
 
 
+PAGE_DTYPE = np.dtype([("node", np.int8), ("flags", np.uint8), ("flags2", np.uint8), ("order", np.int8),
+                       ("stamp", np.uint32), ("prev", np.int32), ("next", np.int32)])
+
+
 class Pages(NamedTuple):
     node: np.ndarray
     flags: np.ndarray
@@ -555,11 +559,17 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     C = len(cpu_nodes)
     T = len(task_cpu)
     P = int(sum(region_pages))
-    prev = np.full(P + nr_sentinels(N, T), -1, dtype=np.int32)
-    nxt = np.full(P + nr_sentinels(N, T), -1, dtype=np.int32)
+    # one 16-byte record per page (PAGE_DTYPE), each field a strided view: a page's bytes share a
+    # cache line, so an access to a random page misses once, not once per field
+    rec = np.zeros(P + nr_sentinels(N, T), PAGE_DTYPE)
+    prev, nxt = rec["prev"], rec["next"]
+    prev[:] = -1
+    nxt[:] = -1
     init_lists(prev, nxt, P)
-    pages = Pages(node=np.full(P, -1, np.int8), flags=np.zeros(P, np.uint8), flags2=np.zeros(P, np.uint8),
-                  order=np.zeros(P, np.int8), prev=prev, next=nxt, stamp=np.full(P, STAMP_NONE, np.uint32))
+    rec["node"][:P] = -1
+    rec["stamp"][:P] = STAMP_NONE
+    pages = Pages(node=rec["node"][:P], flags=rec["flags"][:P], flags2=rec["flags2"][:P],
+                  order=rec["order"][:P], prev=prev, next=nxt, stamp=rec["stamp"][:P])
     start = np.zeros(R + 1, np.int64)
     start[1:] = np.cumsum(np.asarray(region_pages, np.int64))
     nodes = np.full((R, N), -1, np.int8)
