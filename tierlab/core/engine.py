@@ -55,6 +55,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import jit, jit_entry, jit_inline
 
+from ._prefetch import prefetch_item
 from .buddy import free_pages_from_order
 from .cost import line_load_ns, mem_fast_ok
 from .fileio import syscall_end
@@ -87,6 +88,20 @@ from .time_rules import note_clock_spread, note_step, phase_due, quantum_limit
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
+PREFETCH_AHEAD = 4     # ops ahead whose page record an access prefetches
+
+
+@jit_inline
+def prefetch_ahead(s, pages, pos, end):
+    """Start loading the page record (state.PAGE_DTYPE) of the op PREFETCH_AHEAD ahead of `pos`:
+    a random page's record is a cache miss, and the access path's chain of dependent steps keeps
+    the CPU from reaching it early on its own. A hint only (no value changes); an op whose word is
+    not a page (CPU work, a control op's argument) may prefetch a line for nothing."""
+    ahead = pos + PREFETCH_AHEAD
+    if ahead < end:
+        page = np.uint64(pages[np.uint64(ahead)])
+        if page < np.uint64(s.pages.order.shape[0]):
+            prefetch_item(s.pages.order, page)
 
 
 @jit_inline
@@ -158,6 +173,7 @@ def fast_run(s, p, task, cpu_nid, pages, ops, pos, end, clock, limit, scan_at):
             clock += pages[np.uint64(pos)]       # CPU work: what mm.do_ctrl charges in the general case
             pos += 1
             continue
+        prefetch_ahead(s, pages, pos, end)
         cost, why = access_present(s, p, task, cpu_nid, pages[np.uint64(pos)], op, clock, 0.0, True)
         if why != ACCESS_DONE:
             break
@@ -484,6 +500,7 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             # side, not nested in one more inlined function: numba copies an inlined callee block
             # by block with all its variables, and the extra level cost ~4 s of compile
             page = pages[np.uint64(pos)]
+            prefetch_ahead(s, pages, pos, end)
             if not page_present(s, page) and fault_stalls(s, p, t, c, page, op, clock, cands):
                 continue                            # its direct reclaim first, a batch per step
             ra = 0.0
