@@ -88,7 +88,7 @@ from .time_rules import note_clock_spread, note_step, phase_due, quantum_limit
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
-PREFETCH_AHEAD = 4     # ops ahead whose page record an access prefetches
+PREFETCH_AHEAD = 8     # ops ahead whose page record an access prefetches
 
 
 @jit_inline
