@@ -71,9 +71,11 @@ def tlb_find(t, cpu, lvl, tag, gen):
     sets = t.geo[lvl, 0]
     ways = t.geo[lvl, 1]
     base = (tag & (sets - 1)) * ways
-    for i in range(base, base + ways):
-        if t.tag[cpu, lvl, i] == tag and t.gen[cpu, lvl, i] == gen:
-            return i
+    tags = t.tag[np.uint64(cpu), np.uint64(lvl)]     # unsigned: no negative-index fix-up per way
+    gens = t.gen[np.uint64(cpu), np.uint64(lvl)]
+    for i in range(np.uint64(base), np.uint64(base + ways)):
+        if tags[i] == tag and gens[i] == gen:
+            return np.int64(i)
     return -1
 
 
@@ -84,19 +86,22 @@ def tlb_fill(t, cpu, lvl, tag, gen, tick, nid, writable):
     sets = t.geo[lvl, 0]
     ways = t.geo[lvl, 1]
     base = (tag & (sets - 1)) * ways
-    victim = base
-    for i in range(base, base + ways):
-        if t.tag[cpu, lvl, i] == NO_TAG or t.gen[cpu, lvl, i] != gen:
+    tags = t.tag[np.uint64(cpu), np.uint64(lvl)]
+    gens = t.gen[np.uint64(cpu), np.uint64(lvl)]
+    stamps = t.stamp[np.uint64(cpu), np.uint64(lvl)]
+    victim = np.uint64(base)
+    for i in range(np.uint64(base), np.uint64(base + ways)):
+        if tags[i] == NO_TAG or gens[i] != gen:
             victim = i
             break
-        if t.stamp[cpu, lvl, i] < t.stamp[cpu, lvl, victim]:
+        if stamps[i] < stamps[victim]:
             victim = i
     t.tag[cpu, lvl, victim] = tag
     t.gen[cpu, lvl, victim] = gen
     t.stamp[cpu, lvl, victim] = tick
     t.node[cpu, lvl, victim] = nid
     t.wr[cpu, lvl, victim] = writable
-    return victim
+    return np.int64(victim)
 
 
 @jit_inline
