@@ -399,3 +399,29 @@ def test_a_job_that_starts_later_is_not_given_the_others_pace_ahead():
         out.append((dict(res.counters), sim.state.task["clat_hist"].copy(), sim.state.task["end"].copy()))
     assert out[0][0] == out[1][0]
     assert np.array_equal(out[0][1], out[1][1]) and np.array_equal(out[0][2], out[1][2])
+
+
+def test_kswapd_falling_behind_is_not_the_one_reader_drop():
+    """#30 item 2, candidate "kswapd falls behind into direct reclaim", measured at the
+    reproduction's scale (1024) with the reader's SEED003_COSTS: with the sourced reclaim costs
+    (0.75 us of kswapd per reclaimed page besides deactivations) kswapd keeps up on ~31 % of a CPU
+    and the reader reclaims nothing. Only with kswapd's drop of a page at 3.8 us (7.6x the sourced
+    reclaim_free_ns) does the reader reclaim the guest's ~15 %, and then it spends >10 % of its own
+    time in reclaim and still reads > 2.1 GB/s; the seed's 1.55 GB/s takes ~6.8 us (13.5x), with
+    the reader in reclaim ~40 % of its time. The seed's io_uring profile lists no reclaim function
+    (all its 11 entries are >= 1.07 %, the lock spin 2.98 %), so reclaim in the reader can be at
+    most a few % of its time: this candidate cannot make the drop."""
+    from tierlab.reproduce.mglru_fio import Slices
+
+    def after(free_ns=None):
+        a = Slices(1024.0, costs={} if free_ns is None else {"reclaim_free_ns": free_ns}).run().after()
+        io = a["profile"]["io_uring"]
+        c = a["counters"]
+        return (a["GBps"], c["pgsteal_direct"] / (c["pgsteal_direct"] + c["pgsteal_kswapd"]), a["kswapd_cpu_share"],
+                io["__remove_mapping"] + io["shrink_folio_list"] + io["shrink_active_list"] + io["spin(xa_lock)"])
+    gbps, direct, kswapd, reclaim_pct = after()
+    assert gbps > 2.6 and direct == 0 and 0.2 < kswapd < 0.5 and reclaim_pct < 1
+    gbps, direct, kswapd, reclaim_pct = after(3800.0)
+    assert 0.1 < direct < 0.2 and kswapd > 0.99 and reclaim_pct > 10 and gbps > 2.1
+    gbps, direct, kswapd, reclaim_pct = after(6800.0)
+    assert gbps < 1.7 and reclaim_pct > 30

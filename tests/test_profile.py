@@ -50,9 +50,11 @@ def test_reclaim_is_charged_to_kswapd(fill):
     res = fill
     c = res.counters
     assert c["pgsteal_direct"] == 0 and c["pgsteal_kswapd"] > 0
-    assert ns(res, "kswapd0", "__remove_mapping") == 150.0 * c["pgsteal_kswapd"]
-    assert ns(res, "kswapd0", "shrink_active_list") == 120.0 * c["pgdeactivate"]
-    assert ns(res, "kswapd0", "shrink_folio_list") == 120.0 * c["pgscan_kswapd"]
+    from tierlab.core.costs import COSTS
+    scan, free = COSTS["reclaim_scan_ns"][0], COSTS["reclaim_free_ns"][0]
+    assert ns(res, "kswapd0", "__remove_mapping") == free * c["pgsteal_kswapd"]
+    assert ns(res, "kswapd0", "shrink_active_list") == scan * c["pgdeactivate"]
+    assert ns(res, "kswapd0", "shrink_folio_list") == scan * c["pgscan_kswapd"]
     assert ns(res, "task0", "__remove_mapping") == 0.0
 
 

@@ -55,9 +55,36 @@ COSTS = {
                             "insert, lru_add, readahead bookkeeping."),
     "swap_out_4k_ns": (10000.0, "ns", "writing a 4 KiB anon page to swap on NVMe, amortised in reclaim."),
     "swap_in_4k_ns": (80000.0, "ns", "a synchronous 4 KiB swap-in from NVMe (major fault)."),
-    "reclaim_scan_ns": (120.0, "ns", "isolating and checking one folio in shrink_folio_list (rmap walk "
-                        "for mapped folios, folio_check_references)."),
-    "reclaim_free_ns": (150.0, "ns", "unmapping/deleting from the page cache and freeing one reclaimed folio."),
+    # The two reclaim costs per 4 KiB page-cache folio come from one kswapd profile and one timing:
+    # (1) Dave Chinner's perf call graph of kswapd under 4 KiB buffered random reads at 1.6 GB/s
+    #     ("Re: [PATCH v2 00/16] Multigenerational LRU Framework", linux-kernel 2021-04-13, quoted in
+    #     Yu Zhao's reply of 2021-04-14, CAOUHufa5id9mmjud-UQd4agLCtmDypdNDStkxgoQxsUoh8Qcsg@mail.gmail.com;
+    #     a KVM guest: pv spinlocks), in % of all samples: kswapd 20.06, shrink_inactive_list 19.91,
+    #     shrink_page_list 19.22, __remove_mapping 17.51 of which the xa_lock's spin 14.16, the
+    #     unlock 0.78 (0.69 of it the paravirt unlock), __delete_from_page_cache 1.56; free_unref_page_list
+    #     0.82. Only ratios are taken from it: the work besides the lock's spin is isolation and putback
+    #     (shrink_inactive_list less shrink_page_list) 0.69, shrink_page_list's own per-folio checks
+    #     0.89, __remove_mapping's own 1.01, the page-cache deletion 1.56, the unlock's native part
+    #     0.09, the free 0.82.
+    # (2) the absolute scale: the free of one 4 KiB folio through free_unref_folios costs 118.4 ns
+    #     (free_folio_ns below, D. Hildenbrand's munmap timings, 2024-01-29), so 1 % of (1) is
+    #     118.4 / 0.82 = 144.4 ns per reclaimed page.
+    # Cross-check: the same mail's top shows the four kswapds at 146.3 % of a CPU in all for 1.6 GB/s;
+    # if every read missed (a file much larger than memory, as Yu Zhao supposed), that is 3.75 us of
+    # kswapd per page, 26.1 % of it outside the spin: 0.98 us, against 0.75 us from (1)+(2).
+    "reclaim_scan_ns": (228.0, "ns", "isolating one folio from an inactive list and putting back what stays "
+                        "(isolate_lru_folios / move_folios_to_lru, 0.69 %) and shrink_folio_list's own checks "
+                        "of it (trylock, folio_check_references -> folio_referenced, which returns at once "
+                        "for an unmapped page-cache folio, 0.89 %): 1.58 % x 144.4 ns (Chinner 2021-04-13 "
+                        "kswapd profile scaled by the 118.4-ns free, see above). Deactivating a folio "
+                        "(shrink_active_list) is charged the same: the same isolation, reference check and "
+                        "list move, no source of its own. An rmap walk of a mapped folio costs more; not "
+                        "measured here."),
+    "reclaim_free_ns": (502.0, "ns", "dropping one clean reclaimed folio: __remove_mapping's own work (the "
+                        "refcount freeze, the shadow entry, 1.01 %), the page-cache deletion "
+                        "(__filemap_remove_folio / xas_store, 1.56 %), the unlock (0.09 %) and the free "
+                        "(free_unref_folios, 0.82 %): 3.48 % x 144.4 ns (same sources). The xa_lock's hold "
+                        "is inside it (xa_lock_ns); waiting for the lock is charged by locks.py."),
     "stream_break_ns": (-1.0, "ns", "extra cost when a streamed page is not physically adjacent to the "
                         "previous one: the streaming prefetchers lose the stream and the first lines "
                         "are a demand miss. -1 means 'one idle cache-line latency of the node'."),
@@ -135,13 +162,14 @@ COSTS = {
 # Seed 003 (Yu Zhao, "Re: [PATCH v2 00/16] Multigenerational LRU Framework", lkml 2021-04-14,
 # CAOUHufa5id9mmjud-UQd4agLCtmDypdNDStkxgoQxsUoh8Qcsg@mail.gmail.com: Jens Axboe's fio/io_uring random 4 KiB
 # buffered reads, 200 GB memory, 400 GB file). CALIBRATED to the mainline (classic LRU) column only, by
-# tierlab/reproduce/mglru_fio.py fit() (3 iterations at scale 1024; its docstring has the method): each
-# reader function's cost per call is its share of the seed's mainline io_uring profile
-# (data/mglru_fio_profile.csv) over its calls per I/O at the model's after-fill hit ratio (0.50) and
-# activations per I/O (0.28), scaled so that an all-miss I/O costs the seed's before-fill 2.1 GB/s
-# (1950 ns); reclaim_free_ns so that kswapd's __remove_mapping : shrink_active_list is the seed's
-# 57.65 : 6.53. Used by the seed 003 reproduction and tests/test_fio.py only (Simulation(costs=...));
-# the defaults above are untouched. Every MGLRU figure is predicted with these.
+# tierlab/reproduce/mglru_fio.py fit(), which `reproduce mglru-fio` runs every time (its docstring has the
+# method): each reader function's cost per call is its share of the seed's mainline io_uring profile
+# (data/mglru_fio_profile.csv) over its calls per I/O at the model's after-fill hit ratio and activations
+# per I/O, scaled so that an all-miss I/O costs the seed's before-fill 2.1 GB/s (1950 ns). The values
+# below are only where that fit starts (its result at scale 1024 on the commit that wrote them); the
+# reproduction's own fit is in its table's attrs['costs']. kswapd's costs are not fitted: reclaim_scan_ns
+# and reclaim_free_ns above, from their sources. Used by the seed 003 reproduction and tests/test_fio.py
+# only (Simulation(costs=...)); the defaults above are untouched. Every MGLRU figure is predicted.
 SEED003_COSTS: dict[str, float] = {
     "syscall_ns": 564.0,            # filemap_read 1.08 % + the profile's unlisted 35.6 %, per I/O
     "fma_ns": 38.9,                 # mark_page_accessed 2.53 %, per I/O
@@ -152,5 +180,4 @@ SEED003_COSTS: dict[str, float] = {
     "bio_ns": 49.3,                 # page_cache_ra_unbounded 1.61 %, per miss
     "activate_ns": 56.9,            # __activate_page 1.07 %, per activation
     "seq_4k_ns": 103.3,             # _copy_to_iter 13.22 % less the 100-ns stream break (the machine's figure)
-    "reclaim_free_ns": 925.0,       # kswapd: __remove_mapping / shrink_active_list = 57.65 / 6.53
 }
