@@ -30,3 +30,14 @@ def test_simstate_is_one_pointer_and_reads_the_same_fields():
                and "cpython" not in line and "cfunc" not in line)
     # retptr, excinfo, s, i: the state is one pointer, not ~450 flattened array fields
     assert sig.count("%arg.") == 2 and "ptr" in sig.split("%arg.s")[0].rsplit(",", 1)[-1]
+
+
+def test_a_forked_state_has_the_same_numba_type():
+    """copy_state (Simulation.fork) keeps the pages' fields views of one record array: a field
+    copied alone would be contiguous, another type, and engine.run would compile again."""
+    from tierlab.core.state import PAGE_DTYPE, copy_state
+    s = make_sim(machine((64, 1, 576)), [Region("a", "anon", 16)]).state
+    c = copy_state(s)
+    assert typeof(c) == typeof(s)
+    assert c.pages.prev.base.dtype == PAGE_DTYPE and c.pages.node.base is c.pages.prev.base
+    assert c.pages.prev.base is not s.pages.prev.base

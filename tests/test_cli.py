@@ -315,3 +315,19 @@ def test_run_table_and_csv_show_the_per_size_stats(capsys):
 def test_a_policy_knob_without_its_policy_is_refused(capsys):
     line = error_line(capsys, SMALL + ["--set", "huge_anon_orders_always=16K"])
     assert "huge_anon_orders_always" in line and "anon_folio_orders=mthp" in line
+
+
+def test_compile_progress_stops_when_its_file_is_closed():
+    """A progress bar installed for a cold engine whose stderr has closed before engine.run is
+    compiled (a test's capture) stops listening instead of failing that compile."""
+    import io
+
+    from tierlab.core.engine import run
+    from tierlab.jitcache import CompileProgress
+    f = io.StringIO()
+    progress = CompileProgress(f)
+    progress.install()
+    f.close()
+    progress.started(run)
+    progress.ended(run)
+    assert progress.bar is None

@@ -76,12 +76,20 @@ class CompileProgress:
         event.register("numba:compile", listener)
         self._unregister = lambda: event.unregister("numba:compile", listener)
 
+    def _gone(self) -> bool:
+        """The file it writes to was closed (the caller's stderr, e.g. a test's capture, ended
+        before engine.run was compiled): it stops listening instead of failing the compile."""
+        if self.bar is not None and getattr(self.file, "closed", False):
+            self.bar = None
+            self._unregister()
+        return self.bar is None
+
     def started(self, dispatcher) -> None:
-        if self.bar is not None:
+        if not self._gone():
             self.bar.set_postfix_str(kernel_name(dispatcher), refresh=False)
 
     def ended(self, dispatcher) -> None:
-        if self.bar is None:
+        if self._gone():
             return
         self.done += 1
         if self.done > self.bar.total:        # a kernel compiled for a second signature

@@ -559,17 +559,13 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     C = len(cpu_nodes)
     T = len(task_cpu)
     P = int(sum(region_pages))
-    # one 16-byte record per page (PAGE_DTYPE), each field a strided view: a page's bytes share a
-    # cache line, so an access to a random page misses once, not once per field
     rec = np.zeros(P + nr_sentinels(N, T), PAGE_DTYPE)
-    prev, nxt = rec["prev"], rec["next"]
-    prev[:] = -1
-    nxt[:] = -1
-    init_lists(prev, nxt, P)
+    rec["prev"] = -1
+    rec["next"] = -1
+    init_lists(rec["prev"], rec["next"], P)
     rec["node"][:P] = -1
     rec["stamp"][:P] = STAMP_NONE
-    pages = Pages(node=rec["node"][:P], flags=rec["flags"][:P], flags2=rec["flags2"][:P],
-                  order=rec["order"][:P], prev=prev, next=nxt, stamp=rec["stamp"][:P])
+    pages = pages_of(rec, P)
     start = np.zeros(R + 1, np.int64)
     start[1:] = np.cumsum(np.asarray(region_pages, np.int64))
     nodes = np.full((R, N), -1, np.int8)
@@ -680,10 +676,21 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     mthp=np.zeros((HPAGE_PMD_ORDER + 1, NR_MTHP_STATS), np.int64))
 
 
+def pages_of(rec: np.ndarray, nr_pages: int) -> Pages:
+    """The Pages of one record per page (PAGE_DTYPE; the list sentinels after the pages), each
+    field a strided view: a page's bytes share a cache line, so an access to a random page misses
+    once, not once per field."""
+    return Pages(node=rec["node"][:nr_pages], flags=rec["flags"][:nr_pages], flags2=rec["flags2"][:nr_pages],
+                 order=rec["order"][:nr_pages], prev=rec["prev"], next=rec["next"], stamp=rec["stamp"][:nr_pages])
+
+
 def copy_state(s: SimState) -> SimState:
-    """A deep copy (Simulation.fork)."""
-    return SimState(*(type(part)(*(a.copy() for a in part)) if isinstance(part, tuple) else part.copy()
-                      for part in s))
+    """A deep copy (Simulation.fork). The pages' records are copied as one array, so the copy's
+    fields are views of it as in allocate() (a field copied alone would be a contiguous array of
+    another numba type: engine.run compiled again)."""
+    parts = [type(part)(*(a.copy() for a in part)) if isinstance(part, tuple) else part.copy() for part in s]
+    parts[SimState._fields.index("pages")] = pages_of(s.pages.prev.base.copy(), s.pages.node.shape[0])
+    return SimState(*parts)
 
 
 def state_arrays(s: SimState):
