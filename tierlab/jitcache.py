@@ -72,16 +72,15 @@ class CompileProgress:
         # fillers are compiled, the other workloads' are not
         self.bar = tqdm(total=total, unit="kernel", file=self.file, desc="compiling", leave=False,
                         dynamic_ncols=True, mininterval=0.5 if self.file.isatty() else 15.0)
-        listener = _Listener(self)
-        event.register("numba:compile", listener)
-        self._unregister = lambda: event.unregister("numba:compile", listener)
+        event.register("numba:compile", _Listener(self))
 
     def _gone(self) -> bool:
-        """The file it writes to was closed (the caller's stderr, e.g. a test's capture, ended
-        before engine.run was compiled): it stops listening instead of failing the compile."""
+        """Done, or the file it writes to was closed (the caller's stderr, e.g. a test's capture,
+        ended before engine.run was compiled): it does nothing more instead of failing the compile.
+        It stays registered: unregistering inside numba's broadcast of an event would make numba
+        skip the next listener's call (it iterates the list being changed)."""
         if self.bar is not None and getattr(self.file, "closed", False):
             self.bar = None
-            self._unregister()
         return self.bar is None
 
     def started(self, dispatcher) -> None:
@@ -98,7 +97,6 @@ class CompileProgress:
         if kernel_name(dispatcher) == "engine.run":
             self.bar.close()
             self.bar = None
-            self._unregister()
             print(f"tierlab: compiled {self.done} kernels in {time.perf_counter() - self.t0:.0f} s",
                   file=self.file, flush=True)
 
