@@ -44,6 +44,7 @@ import numba
 import numpy as np
 from numba.core import caching
 from numba.core.dispatcher import Dispatcher
+from numba.core.extending import _Intrinsic
 from numba.core.types import Type as NumbaType
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent          # tierlab/
@@ -160,6 +161,11 @@ class _Digest:
             self.callees.append(v.py_func)
             return ("kernel", v.py_func.__module__, v.py_func.__qualname__,
                     repr(sorted((k, repr(x)) for k, x in v.targetoptions.items())))
+        if isinstance(v, _Intrinsic):
+            # an @intrinsic (core/_prefetch.py): its code generator is what numba freezes
+            if _is_tierlab(v._defn):
+                self.callees.append(v._defn)
+            return ("intrinsic", v._defn.__module__, v._defn.__qualname__)
         if isinstance(v, pytypes.FunctionType):
             if _is_tierlab(v):
                 self.callees.append(v)
