@@ -7,6 +7,7 @@ mapped, so results are the same with or without it; only the wait for the line m
 from __future__ import annotations
 
 from llvmlite import ir
+from numba import config
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
@@ -28,3 +29,8 @@ def prefetch_item(typingctx, arr, i):
         return context.get_dummy_value()
 
     return types.void(arr, i), codegen
+
+
+if config.DISABLE_JIT:
+    def prefetch_item(arr, i):      # noqa: F811 -- pure Python (NUMBA_DISABLE_JIT=1): no cache to warm
+        return None
