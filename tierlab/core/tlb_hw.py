@@ -66,47 +66,49 @@ def translation_tag(s, page):
 
 
 @jit_inline
-def tlb_find(t, cpu, lvl, tag, gen):
-    """The way of `lvl` on `cpu` that holds `tag` under the CPU's generation, or -1."""
+def tlb_lookup(t, cpu, lvl, tag, gen):
+    """One pass over the set of `lvl` on `cpu` that `tag` maps to. Returns (the way holding `tag`
+    under the CPU's generation, or -1; the way a fill of `tag` takes if that way is invalidated
+    first or none holds it): the first invalid way (empty or of an older generation), else the
+    first of the least recently used. The set must not change between the lookup and that fill."""
     sets = t.geo[lvl, 0]
     ways = t.geo[lvl, 1]
-    base = (tag & (sets - 1)) * ways
+    base = np.uint64((tag & (sets - 1)) * ways)
     tags = t.tag[np.uint64(cpu), np.uint64(lvl)]     # unsigned: no negative-index fix-up per way
     gens = t.gen[np.uint64(cpu), np.uint64(lvl)]
-    for i in range(np.uint64(base), np.uint64(base + ways)):
-        if tags[i] == tag and gens[i] == gen:
-            return np.int64(i)
-    return -1
+    stamps = t.stamp[np.uint64(cpu), np.uint64(lvl)]
+    invalid = np.int64(-1)
+    victim = np.int64(base)
+    oldest = stamps[base]
+    for i in range(base, base + np.uint64(ways)):
+        tg = tags[i]
+        live = gens[i] == gen
+        if tg == tag and live:
+            # a fill after this way is invalidated (a store to a read-only entry) takes the first
+            # invalid way: one before it, else this one
+            return np.int64(i), (invalid if invalid >= 0 else np.int64(i))
+        if invalid < 0:
+            if tg == NO_TAG or not live:
+                invalid = np.int64(i)
+            elif stamps[i] < oldest:
+                oldest = stamps[i]
+                victim = np.int64(i)
+    return np.int64(-1), (invalid if invalid >= 0 else victim)
 
 
 @jit_inline
-def tlb_fill(t, cpu, lvl, tag, gen, tick, nid, writable):
-    """Put a translation in `lvl`: an invalid way (empty or of an older generation) if the set has
-    one, else the least recently used."""
-    sets = t.geo[lvl, 0]
-    ways = t.geo[lvl, 1]
-    base = (tag & (sets - 1)) * ways
-    tags = t.tag[np.uint64(cpu), np.uint64(lvl)]
-    gens = t.gen[np.uint64(cpu), np.uint64(lvl)]
-    stamps = t.stamp[np.uint64(cpu), np.uint64(lvl)]
-    victim = np.uint64(base)
-    for i in range(np.uint64(base), np.uint64(base + ways)):
-        if tags[i] == NO_TAG or gens[i] != gen:
-            victim = i
-            break
-        if stamps[i] < stamps[victim]:
-            victim = i
-    t.tag[cpu, lvl, victim] = tag
-    t.gen[cpu, lvl, victim] = gen
-    t.stamp[cpu, lvl, victim] = tick
-    t.node[cpu, lvl, victim] = nid
-    t.wr[cpu, lvl, victim] = writable
-    return np.int64(victim)
+def tlb_put(t, cpu, lvl, way, tag, gen, tick, nid, writable):
+    """Put a translation in `way` of `lvl` (tlb_lookup's choice)."""
+    t.tag[cpu, lvl, way] = tag
+    t.gen[cpu, lvl, way] = gen
+    t.stamp[cpu, lvl, way] = tick
+    t.node[cpu, lvl, way] = nid
+    t.wr[cpu, lvl, way] = writable
 
 
 @jit_inline
 def tlb_invalidate(t, cpu, lvl, tag, gen):
-    i = tlb_find(t, cpu, lvl, tag, gen)
+    i, _ = tlb_lookup(t, cpu, lvl, tag, gen)
     if i >= 0:
         t.tag[cpu, lvl, i] = NO_TAG
 
@@ -133,23 +135,23 @@ def check_stale(t, pgdat, counters, cpu, lvl, i, nid, store, cpu_nid):
 @jit_inline
 def translate(t, pgdat, counters, cpu, cpu_nid, first, tag, nid, writable, store, gen, tick):
     """One translation through `first` (DTLB or ITLB) and the STLB. Returns 1 for a page walk."""
-    i = tlb_find(t, cpu, first, tag, gen)
+    i, vi = tlb_lookup(t, cpu, first, tag, gen)
     if i >= 0:
         if not (store and not t.wr[cpu, first, i]):
             t.stamp[cpu, first, i] = tick
             check_stale(t, pgdat, counters, cpu, first, i, nid, store, cpu_nid)
             return 0
         t.tag[cpu, first, i] = NO_TAG      # a store to a read-only entry walks again
-    j = tlb_find(t, cpu, STLB, tag, gen)
+    j, vj = tlb_lookup(t, cpu, STLB, tag, gen)
     if j >= 0:
         if not (store and not t.wr[cpu, STLB, j]):
             t.stamp[cpu, STLB, j] = tick
             check_stale(t, pgdat, counters, cpu, STLB, j, nid, store, cpu_nid)
-            tlb_fill(t, cpu, first, tag, gen, tick, t.node[cpu, STLB, j], t.wr[cpu, STLB, j])
+            tlb_put(t, cpu, first, vi, tag, gen, tick, t.node[cpu, STLB, j], t.wr[cpu, STLB, j])
             return 0
         t.tag[cpu, STLB, j] = NO_TAG
-    tlb_fill(t, cpu, STLB, tag, gen, tick, nid, writable)
-    tlb_fill(t, cpu, first, tag, gen, tick, nid, writable)
+    tlb_put(t, cpu, STLB, vj, tag, gen, tick, nid, writable)
+    tlb_put(t, cpu, first, vi, tag, gen, tick, nid, writable)
     return 1
 
 
