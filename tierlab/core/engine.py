@@ -88,20 +88,24 @@ from .time_rules import note_clock_spread, note_step, phase_due, quantum_limit
 from .vmstat import FREE_PAGES_64K_ORDER, NR_NODE_GAUGES, NR_VMSTAT_ITEMS
 
 RA_REQ_MAX = 4096      # pages of a read() readahead looks at (more than any window limit)
-PREFETCH_AHEAD = 8     # ops ahead whose page record an access prefetches
+PREFETCH_AHEAD = 8     # ops ahead whose page an access prefetches
 
 
 @jit_inline
 def prefetch_ahead(s, pages, pos, end):
-    """Start loading the page record (state.PAGE_DTYPE) of the op PREFETCH_AHEAD ahead of `pos`:
-    a random page's record is a cache miss, and the access path's chain of dependent steps keeps
-    the CPU from reaching it early on its own. A hint only (no value changes); an op whose word is
-    not a page (CPU work, a control op's argument) may prefetch a line for nothing."""
+    """Start loading the bytes of the page of the op PREFETCH_AHEAD ahead of `pos` that the access
+    path reads first (order, flags2, node, flags: four arrays, four lines): a random page's bytes
+    are cache misses, and the access path's chain of dependent steps keeps the CPU from reaching
+    them early on its own. A hint only (no value changes); an op whose word is not a page (CPU
+    work, a control op's argument) may prefetch lines for nothing."""
     ahead = pos + PREFETCH_AHEAD
     if ahead < end:
         page = np.uint64(pages[np.uint64(ahead)])
         if page < np.uint64(s.pages.order.shape[0]):
             prefetch_item(s.pages.order, page)
+            prefetch_item(s.pages.flags2, page)
+            prefetch_item(s.pages.node, page)
+            prefetch_item(s.pages.flags, page)
 
 
 @jit_inline

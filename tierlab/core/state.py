@@ -432,10 +432,6 @@ SYS_DTYPE = np.dtype([
 ], align=True)
 
 
-PAGE_DTYPE = np.dtype([("node", np.int8), ("flags", np.uint8), ("flags2", np.uint8), ("order", np.int8),
-                       ("stamp", np.uint32), ("prev", np.int32), ("next", np.int32)])
-
-
 class Pages(NamedTuple):
     node: np.ndarray
     flags: np.ndarray
@@ -559,13 +555,11 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     C = len(cpu_nodes)
     T = len(task_cpu)
     P = int(sum(region_pages))
-    rec = np.zeros(P + nr_sentinels(N, T), PAGE_DTYPE)
-    rec["prev"] = -1
-    rec["next"] = -1
-    init_lists(rec["prev"], rec["next"], P)
-    rec["node"][:P] = -1
-    rec["stamp"][:P] = STAMP_NONE
-    pages = pages_of(rec, P)
+    prev = np.full(P + nr_sentinels(N, T), -1, dtype=np.int32)
+    nxt = np.full(P + nr_sentinels(N, T), -1, dtype=np.int32)
+    init_lists(prev, nxt, P)
+    pages = Pages(node=np.full(P, -1, np.int8), flags=np.zeros(P, np.uint8), flags2=np.zeros(P, np.uint8),
+                  order=np.zeros(P, np.int8), prev=prev, next=nxt, stamp=np.full(P, STAMP_NONE, np.uint32))
     start = np.zeros(R + 1, np.int64)
     start[1:] = np.cumsum(np.asarray(region_pages, np.int64))
     nodes = np.full((R, N), -1, np.int8)
@@ -676,21 +670,10 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
                     mthp=np.zeros((HPAGE_PMD_ORDER + 1, NR_MTHP_STATS), np.int64))
 
 
-def pages_of(rec: np.ndarray, nr_pages: int) -> Pages:
-    """The Pages of one record per page (PAGE_DTYPE; the list sentinels after the pages), each
-    field a strided view: a page's bytes share a cache line, so an access to a random page misses
-    once, not once per field."""
-    return Pages(node=rec["node"][:nr_pages], flags=rec["flags"][:nr_pages], flags2=rec["flags2"][:nr_pages],
-                 order=rec["order"][:nr_pages], prev=rec["prev"], next=rec["next"], stamp=rec["stamp"][:nr_pages])
-
-
 def copy_state(s: SimState) -> SimState:
-    """A deep copy (Simulation.fork). The pages' records are copied as one array, so the copy's
-    fields are views of it as in allocate() (a field copied alone would be a contiguous array of
-    another numba type: engine.run compiled again)."""
-    parts = [type(part)(*(a.copy() for a in part)) if isinstance(part, tuple) else part.copy() for part in s]
-    parts[SimState._fields.index("pages")] = pages_of(s.pages.prev.base.copy(), s.pages.node.shape[0])
-    return SimState(*parts)
+    """A deep copy (Simulation.fork): every array copied, so the copy has the same numba type."""
+    return SimState(*(type(part)(*(a.copy() for a in part)) if isinstance(part, tuple) else part.copy()
+                      for part in s))
 
 
 def state_arrays(s: SimState):
