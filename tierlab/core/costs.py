@@ -5,6 +5,19 @@ vector after the knobs. Reproductions fit only baseline figures (e.g. the per-pa
 machine) and mark those `calibrated`; nothing here is fitted to a treatment column.
 """
 
+FREE_FOLIO_NS = 118.4     # free_folio_ns (Hildenbrand 2024-01-29 munmap timings, see COSTS)
+# Dave Chinner's kswapd call graph (2021-04-13, see reclaim_scan_ns below), % of all samples, the lock's
+# spin left out: the work each reclaimed 4 KiB page-cache folio costs kswapd
+KSWAPD_PROFILE_PCT = {"isolate_putback": 0.69, "shrink_page_list_checks": 0.89, "remove_mapping_own": 1.01,
+                      "delete_from_page_cache": 1.56, "unlock_native": 0.09, "free": 0.82}
+NS_PER_PCT = FREE_FOLIO_NS / KSWAPD_PROFILE_PCT["free"]      # 144.4 ns per 1 % of that profile
+
+
+def _pct_ns(*parts: str) -> float:
+    """The profile's parts in ns per reclaimed page, to the whole ns."""
+    return float(round(sum(KSWAPD_PROFILE_PCT[k] for k in parts) * NS_PER_PCT))
+
+
 # name: (default, unit, what it models and where the number comes from)
 COSTS = {
     "syscall_ns": (150.0, "ns", "read()/write() entry and exit with speculation mitigations; getppid()-style "
@@ -72,7 +85,7 @@ COSTS = {
     # Cross-check: the same mail's top shows the four kswapds at 146.3 % of a CPU in all for 1.6 GB/s;
     # if every read missed (a file much larger than memory, as Yu Zhao supposed), that is 3.75 us of
     # kswapd per page, 26.1 % of it outside the spin: 0.98 us, against 0.75 us from (1)+(2).
-    "reclaim_scan_ns": (228.0, "ns", "isolating one folio from an inactive list and putting back what stays "
+    "reclaim_scan_ns": (_pct_ns("isolate_putback", "shrink_page_list_checks"), "ns", "isolating one folio from an inactive list and putting back what stays "
                         "(isolate_lru_folios / move_folios_to_lru, 0.69 %) and shrink_folio_list's own checks "
                         "of it (trylock, folio_check_references -> folio_referenced, which returns at once "
                         "for an unmapped page-cache folio, 0.89 %): 1.58 % x 144.4 ns (Chinner 2021-04-13 "
@@ -80,7 +93,7 @@ COSTS = {
                         "(shrink_active_list) is charged the same: the same isolation, reference check and "
                         "list move, no source of its own. An rmap walk of a mapped folio costs more; not "
                         "measured here."),
-    "reclaim_free_ns": (502.0, "ns", "dropping one clean reclaimed folio: __remove_mapping's own work (the "
+    "reclaim_free_ns": (_pct_ns("remove_mapping_own", "delete_from_page_cache", "unlock_native", "free"), "ns", "dropping one clean reclaimed folio: __remove_mapping's own work (the "
                         "refcount freeze, the shadow entry, 1.01 %), the page-cache deletion "
                         "(__filemap_remove_folio / xas_store, 1.56 %), the unlock (0.09 %) and the free "
                         "(free_unref_folios, 0.82 %): 3.48 % x 144.4 ns (same sources). The xa_lock's hold "
@@ -101,7 +114,7 @@ COSTS = {
     "zap_rmap_ns": (43.7, "ns", "one rmap removal of a zap (folio_remove_rmap_pte(s) and the reference "
                     "drop): per PTE, or per folio when the zap is batched per folio (zap_present_folio_ptes, "
                     "6.9+; seed 001's v1 'batch zap'). Same source."),
-    "free_folio_ns": (118.4, "ns", "releasing one gathered folio to the allocator (free_pages_and_swap_cache "
+    "free_folio_ns": (FREE_FOLIO_NS, "ns", "releasing one gathered folio to the allocator (free_pages_and_swap_cache "
                       "-> folios_put -> free_unref_folios). Same source."),
     "tlb_flush_ns": (500.0, "ns", "one tlb_flush_mmu(): the local flush of the range or the whole TLB and its "
                      "refill misses. Assumed."),
