@@ -520,6 +520,8 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
                     # the folio the task's readahead marked: the next window is submitted before the
                     # read waits for this one (filemap_get_pages -> page_cache_async_ra)
                     ra = page_cache_async_ra(s, p, t, c, page, s.task[t].ra_req, clock, scratch, cands)
+            at = clock
+            period = s.task[t].numa_scan_period
             cost, ok, done = access_fault(s, p, t, c, page, op, clock + np.int64(ra), scratch, cands)
             # a retried access that did not allocate (another task faulted the page in meanwhile)
             # leaves nothing pending for the task's next allocation
@@ -541,6 +543,10 @@ def run(s, p, offsets, pages, ops, task_pos, scratch, cands):
             if not ok:
                 status = STATUS_SEGV if s.sys[0].segv_task >= 0 else STATUS_OOM
                 break
+            if s.task[t].numa_scan_period != period:
+                # a promotion's placement moved the scan period (task_numa_fault): the tick that
+                # acts next moves with it, counted from the access's start
+                scan_at = next_numa_tick(s, p, t, start, at)
             pending = False
             if op & OP_SYSCALL_END:
                 clock = syscall_end(s, p, t, op, clock)

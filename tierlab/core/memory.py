@@ -58,7 +58,7 @@ from .lru import folio_add_lru
 from .mglru import lru_gen_enabled, vma_has_recency
 from .migrate import migrate_misplaced_folio, migrate_misplaced_folio_prepare
 from .mm import force_sig_segv, map_file_folio, vma_covers
-from .numa_balancing import numa_migrate_check, vma_set_access_pid_bit
+from .numa_balancing import numa_migrate_check, task_numa_fault, vma_set_access_pid_bit
 from .ops import (
     ACCESS_DONE, ACCESS_HINT_FAULT, ACCESS_NOT_MAPPED, ACCESS_SEGV, ACCESS_WP_FAULT, OP_KIND_MASK, OP_LOAD,
     OP_PAGE, OP_STORE, OP_STREAM, OP_WRITE,
@@ -245,7 +245,8 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
     the mm's hint_faults first thing, as the fault-count RFC does -- a PMD-mapped folio's fault is
     do_huge_pmd_numa_page(), which the RFC leaves uncounted), in tiering mode promote a slow-tier
     folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new
-    PTE is read-only, see the module docstring), else restore the PTE. No TLB shootdown is
+    PTE is read-only, see the module docstring; the fault then goes into the task's statistics,
+    task_numa_fault, which move its scan period), else restore the PTE. No TLB shootdown is
     charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
     nr = folio_nr_pages(s, head)
     r = region_of(s, head)
@@ -263,7 +264,11 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
         s.pages.flags[head] |= PG_ACTIVE    # folio_add_lru in a fault: the new (or put back) folio is young
     # never deferred by MIGRC: a PROT_NONE PTE needs no flush, so the read-only batch stays empty
     ok, c = migrate_misplaced_folio(s, p, head, dst, nr, False, now)
-    if not ok:
+    if ok:
+        # the promoted folio is on the target, a top-tier node: the fault is recorded (remote:
+        # the folio was elsewhere at the fault; private: a slow-tier folio has no last cpupid)
+        task_numa_fault(s, p, task, nr, False, True, now)
+    else:
         numa_restore_pte(s, head)
     return cost + c
 

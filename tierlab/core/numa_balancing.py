@@ -2,8 +2,9 @@
 
 Models kernel/sched/fair.c should_numa_migrate_memory() (tiering branch) with its helpers
 pgdat_free_space_enough(), numa_hint_fault_latency(), numa_promotion_rate_limit() and
-numa_promotion_adjust_threshold(); and the scanner task_tick_numa() / task_numa_work() /
-change_prot_numa() (mm/mprotect.c change_pte_range() skip rules). The hint fault that consults the
+numa_promotion_adjust_threshold(); the scanner task_tick_numa() / task_numa_work() /
+change_prot_numa() (mm/mprotect.c change_pte_range() skip rules); and the scan-rate feedback
+task_numa_fault() / task_numa_placement() / update_task_scan_period(). The hint fault that consults the
 decision (do_numa_page, numa_migrate_check) is in memory.py, the migration in migrate.py; the
 page-cache promotion path (pagecache_promotion.py) reaches the same should_numa_migrate_memory().
 
@@ -18,11 +19,18 @@ sum_exec_runtime sees it (the ticks that fall within the scan). The run loop kee
 next tick at which task_tick_numa would act (`next_numa_tick`) and compares the clock with it, so
 the access path pays one compare.
 
+The scan period starts at task_scan_start() for the mm's RSS at the task's first tick and then
+moves as the kernel moves it: a promoted folio's fault is recorded by task_numa_fault() (the
+promotion's target is a top-tier node; only faults left on the slow tier return early), and the
+task's placement, once per pass, runs update_task_scan_period(), which in mode 2 (every recorded
+fault remote and private) slows it by 3/10 a pass -- or doubles it, when no fault was recorded
+since the last update (a first placement before any promotion) -- within [task_scan_min,
+task_scan_max] for the RSS then.
+
 Scanner simplifications: VMAs are the region slots an mm maps (read()-only page cache has no
-VMA); the scan period is fixed at task_scan_start() for the mm's RSS at the task's first tick --
-which is what mode 2 does, since slow-tier faults never reach update_task_scan_period(); mode 1's
-scan-rate adaptation, NUMA groups and the cpupid two-stage filter are not modelled (tierlab has no
-mode-1 workload yet). The per-VMA filters of v6.12 are (task_numa_work, vma_is_accessed: the new-VMA
+VMA); mode 1's faults on top-tier folios (which need the cpupid to tell private from shared), NUMA
+groups, task placement across nodes and the cpupid two-stage filter are not modelled (tierlab has
+no mode-1 workload yet). The per-VMA filters of v6.12 are (task_numa_work, vma_is_accessed: the new-VMA
 scan_delay, the PID windows set by hint faults, seq_completed, the forced scan of one skipped VMA);
 a thread's PID is PID_BASE + its task index, hashed into the 64-bit windows as the kernel hashes it. sum_exec_runtime is taken to move at ticks only (a
 task alone on its CPU: the model's quantum boundaries are not the kernel's context switches).
@@ -307,19 +315,32 @@ def reset_promotion_state(pgdat: np.ndarray, counters_candidate: np.ndarray, now
 
 
 @jit_inline
+def task_nr_scan_windows(p, rss):
+    """task_nr_scan_windows() for an mm of `rss` pages: one window per scan_size_mb of RSS, rounded
+    up; an empty mm counts as one window."""
+    nr_scan_pages = max(np.int64(1), scaled_pages(p, np.int64(p[P.SCAN_SIZE_MB]) << 8))   # full-size MB at the run's scale
+    if rss <= 0:
+        rss = nr_scan_pages
+    return (rss + nr_scan_pages - 1) // nr_scan_pages
+
+
+@jit_inline
 def task_scan_min_ms(p, rss):
-    """task_scan_min() for an mm of `rss` pages: scan_period_min split over task_nr_scan_windows()
-    (one window per scan_size_mb of RSS, rounded up; an empty mm counts as one window), floored at
-    the MAX_SCAN_WINDOW rate (1000 / (2560 / scan_size) ms: 100 ms at 256 MB per pass). Integer
-    milliseconds, as the kernel computes them."""
+    """task_scan_min() for an mm of `rss` pages: scan_period_min split over task_nr_scan_windows(),
+    floored at the MAX_SCAN_WINDOW rate (1000 / (2560 / scan_size) ms: 100 ms at 256 MB per pass).
+    Integer milliseconds, as the kernel computes them."""
     scan_size = np.int64(p[P.SCAN_SIZE_MB])
     windows = MAX_SCAN_WINDOW_MB // scan_size if scan_size < MAX_SCAN_WINDOW_MB else np.int64(1)
     floor = 1000 // windows
-    nr_scan_pages = max(np.int64(1), scaled_pages(p, scan_size << 8))   # full-size MB at the run's scale
-    if rss <= 0:
-        rss = nr_scan_pages
-    nr_windows = (rss + nr_scan_pages - 1) // nr_scan_pages
-    return max(floor, np.int64(p[P.SCAN_PERIOD_MIN_MS]) // nr_windows)
+    return max(floor, np.int64(p[P.SCAN_PERIOD_MIN_MS]) // task_nr_scan_windows(p, rss))
+
+
+@jit_inline
+def task_scan_max_ms(p, rss):
+    """task_scan_max() (no numa_group): scan_period_max split over task_nr_scan_windows(), never
+    below task_scan_min(). 100 ms for a 192 GiB RSS (60000 / 768 windows is below the floor)."""
+    smax = np.int64(p[P.SCAN_PERIOD_MAX_MS]) // task_nr_scan_windows(p, rss)
+    return max(task_scan_min_ms(p, rss), smax)
 
 
 HZ = 250                        # the kernel/Kconfig.hz default
@@ -723,3 +744,97 @@ def numa_migrate_check(s, p, head, cpu_nid, nr, now, page_cache, allowed, mm):
     if not should_numa_migrate_memory(s, p, head, cpu_nid, nr, now, mm) or cpu_nid == nid:
         return -1
     return cpu_nid
+
+
+NUMA_PERIOD_SLOTS = 10          # update_task_scan_period(): the period moves in tenths
+NUMA_PERIOD_THRESHOLD = 7       # a fault share of 7/10 or more slows the scan
+
+
+@jit
+def update_task_scan_period(s, p, task, shared, private, j):
+    """update_task_scan_period() at a task's placement, from the faults it recorded since the last
+    one: none at all (a first placement before any promotion) doubles the period, capped at its
+    numa_scan_period_max, and sets the mm's next scan that far from now; otherwise the period moves
+    by tenths of itself (rounded up): slower by max(1, ratio - 7) tenths when 7/10 or more of the
+    faults were private (ps_ratio) or else local (lr_ratio), faster by 7 - max(lr, ps) tenths
+    otherwise, clamped to [task_scan_min, task_scan_max] for the mm's RSS now, and the locality
+    counts start again. (The kernel doubles also after a failed migration of a recorded fault;
+    only promoted faults are recorded here, so none is counted: see task_numa_fault.)"""
+    t = s.task[task]
+    local = t.numa_faults_local
+    remote = t.numa_faults_remote
+    if local + remote == 0:
+        t.numa_scan_period = min(t.numa_scan_period_max, t.numa_scan_period << 1)
+        s.mm[t.mm].numa_next_scan = j + msecs_to_jiffies(t.numa_scan_period)
+        return
+    period_slot = (t.numa_scan_period + NUMA_PERIOD_SLOTS - 1) // NUMA_PERIOD_SLOTS
+    lr_ratio = local * NUMA_PERIOD_SLOTS // (local + remote)
+    ps_ratio = private * NUMA_PERIOD_SLOTS // max(np.int64(1), private + shared)
+    if ps_ratio >= NUMA_PERIOD_THRESHOLD:
+        diff = max(np.int64(1), ps_ratio - NUMA_PERIOD_THRESHOLD) * period_slot
+    elif lr_ratio >= NUMA_PERIOD_THRESHOLD:
+        diff = max(np.int64(1), lr_ratio - NUMA_PERIOD_THRESHOLD) * period_slot
+    else:
+        diff = -(NUMA_PERIOD_THRESHOLD - max(lr_ratio, ps_ratio)) * period_slot
+    rss = get_mm_rss(s, t.mm)
+    t.numa_scan_period = min(max(t.numa_scan_period + diff, task_scan_min_ms(p, rss)), task_scan_max_ms(p, rss))
+    t.numa_faults_local = 0
+    t.numa_faults_remote = 0
+
+
+@jit
+def task_numa_placement(s, p, task, j):
+    """task_numa_placement(), once per pass of the mm's scanner (the task's numa_scan_seq behind the
+    mm's): the scan period's ceiling becomes task_scan_max() for the RSS now, the faults buffered
+    since the last placement become the private/shared split, the preferred node is set once the
+    task has any recorded fault (sched_setnuma: the node its faults were on, which here is always
+    its own: see task_numa_fault), and update_task_scan_period() runs. NUMA groups, the per-node
+    decayed fault statistics beyond that, and moving the task (task_numa_migrate) are not modelled:
+    tierlab's tasks stay on their CPUs."""
+    t = s.task[task]
+    seq = s.mm[t.mm].numa_scan_seq
+    if t.numa_scan_seq == seq:
+        return
+    t.numa_scan_seq = seq
+    t.numa_scan_period_max = task_scan_max_ms(p, get_mm_rss(s, t.mm))
+    shared = t.numa_faults_shared
+    private = t.numa_faults_private
+    t.numa_faults_shared = 0
+    t.numa_faults_private = 0
+    if private + shared > 0 and t.numa_preferred_nid < 0:
+        t.numa_preferred_nid = s.cpu[t.cpu].node
+    update_task_scan_period(s, p, task, shared, private, j)
+
+
+@jit
+def task_numa_fault(s, p, task, nr, local, priv, now):
+    """task_numa_fault() for a fault on a top-tier folio, which is where a promoted folio lands
+    (do_numa_page passes the target node after a successful migrate_misplaced_folio); the kernel
+    returns early for a fault left on the slow tier in tiering mode, so in mode 2 the promotions
+    are the only faults the task's statistics ever see. Once jiffies are past numa_migrate_retry the
+    placement runs (task_numa_placement: at most once per scan pass) and numa_migrate_preferred()
+    sets the next retry, min(1 s, the scan period / 16) on, when the task has a preferred node;
+    then the fault's `nr` pages count as private or shared and as local or remote.
+
+    A promoted fault is remote (TNF_FAULT_LOCAL is set only for a folio already on the faulting
+    CPU's node) and private (a slow-tier folio's cpupid field holds its access time, so
+    last_cpupid is the unset value, which counts as a first, private access). With every recorded
+    fault private, each placement slows the scan by 3/10 of the period, up to task_scan_max():
+    the scan period of mode 2 is not fixed at task_scan_start() but grows while promotions happen
+    (the oracle's guest shows the same: docs/oracle.md, task_numa_work every 1.0-1.5 s and then
+    2-3.7 s). The faults of mode 1/3 on top-tier folios, which would need cpupid tracking, are not
+    recorded (tierlab models only the tiering branch). Costs nothing in simulated time."""
+    t = s.task[task]
+    j = jiffies_at(p, now)
+    if j > t.numa_migrate_retry:
+        task_numa_placement(s, p, task, j)
+        if t.numa_preferred_nid >= 0:
+            t.numa_migrate_retry = j + min(np.int64(HZ), msecs_to_jiffies(t.numa_scan_period) // 16)
+    if priv:
+        t.numa_faults_private += nr
+    else:
+        t.numa_faults_shared += nr
+    if local:
+        t.numa_faults_local += nr
+    else:
+        t.numa_faults_remote += nr

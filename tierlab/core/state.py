@@ -289,6 +289,17 @@ TASK_DTYPE = np.dtype([
     ("promo_count", np.int64),       # pages on the promotion list (current->promo_count)
     ("numa_scan_stamp", np.int64),   # curr->node_stamp: runtime ns the scan period counts from
     ("numa_scan_period", np.int64),  # ms of the kernel's clock (p->numa_scan_period); scan_delay until the first tick
+    # task_numa_fault()'s statistics (numa_balancing.py): the mm's pass at the last placement, the
+    # period's ceiling then, faults since (numa_faults_locality, the MEMBUF private/shared split),
+    # the next placement's earliest jiffy and the preferred node (-1: none)
+    ("numa_scan_seq", np.int64),
+    ("numa_scan_period_max", np.int64),
+    ("numa_faults_local", np.int64),
+    ("numa_faults_remote", np.int64),
+    ("numa_faults_private", np.int64),
+    ("numa_faults_shared", np.int64),
+    ("numa_migrate_retry", np.int64),
+    ("numa_preferred_nid", np.int64),
     ("nr_marks", np.int64),
     ("vruntime", np.int64),          # se.vruntime, ns (sched.py)
     ("on_rq", np.int64),             # 1 while enqueued on its CPU's runqueue
@@ -616,6 +627,7 @@ def allocate(*, region_pages, region_kind, region_policy, region_nodes, region_o
     task["start"] = 0 if task_start is None else task_start
     task["numa_scan_stamp"] = 0 if task_node_stamp is None else task_node_stamp
     task["numa_scan_period"] = scan_delay_ms     # init_numa_balancing: p->numa_scan_period = scan_delay
+    task["numa_preferred_nid"] = -1
     cpu["first_task"], task["next_on_cpu"] = cpu_task_lists(task_cpu, C)
     task["last_page"] = NO_PAGE
     task["call_start"] = 1
