@@ -226,8 +226,8 @@ def kernel_dir(key: str, pset: PatchSet | None = None) -> Path:
 
 def build_hint(pset: PatchSet | None = None) -> str:
     """The command that builds (and caches) a kernel, for skip messages."""
-    arg = f"{pset.name!r}" if pset else ""
-    return f"python -c 'from tierlab.oracle import kernel; kernel.ensure_own_kernel(print{', patch_set=' + arg if arg else ''})'"
+    arg = f', patch_set="{pset.name}"' if pset else ""
+    return f"python -c 'from tierlab.oracle import kernel; kernel.ensure_own_kernel(print{arg})'"
 
 
 def cached_kernel(pset: PatchSet | str | None = None) -> GuestKernel | None:
