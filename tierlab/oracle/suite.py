@@ -90,8 +90,8 @@ MECHANISMS = {m.name: m for m in (
                         "/proc/interrupts; the other nr_tlb_* only on tierlab's kernel, --kernel tierlab-6.12)"),
     Mechanism("promotion", "NUMA-balancing tiering promotion with the hot-time threshold (numa_balancing=2, demotion_enabled=1)",
               ("numa_pte_updates", "numa_hint_faults", "pgpromote_candidate", "pgpromote_success"), 1.5,
-              shown=("pgdemote_kswapd", "pgmigrate_success", "pgactivate", "nr_tlb_remote_flush_received",
-                     "numa_should_migrate_calls", "numa_latency_rejects"),
+              shown=("pgdemote_kswapd", "pgdemote_direct", "pgmigrate_success", "pgactivate",
+                     "nr_tlb_remote_flush_received", "numa_should_migrate_calls", "numa_latency_rejects"),
               shown_why="consequences of the promotions, shown for the explanation; the decision counts "
                         "(should_numa_migrate_memory() calls and slow-tier refusals) only with --count-decisions"),
     Mechanism("lru", "page-cache reclaim: the classic active/inactive LRU against the multi-gen LRU (lru_gen) "
