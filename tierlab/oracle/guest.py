@@ -247,8 +247,8 @@ DECISION_PROBES = ("tl_snm_all", "tl_snm_rej")
 
 
 def decision_probe_lines(slow_nodes: list[int]) -> tuple[list[str], list[str], list[str]]:
-    """Shell lines: set the probes up (before the 'before' dump), start counting (just before the
-    workload), stop and print (right after it)."""
+    """Shell lines: set the probes up and read their hit counts (before the 'before' dump), clear
+    the ring buffer (just before the workload), stop and print (right after it)."""
     if not slow_nodes:
         raise ConfigError("count_decisions: the machine has no CPU-less (slow-tier) node to count refusals on")
     src = " || ".join(f"src == {n}" for n in slow_nodes)
@@ -261,11 +261,10 @@ def decision_probe_lines(slow_nodes: list[int]) -> tuple[list[str], list[str], l
         f"w $T/events/kprobes/tl_snm_rej/filter {shlex.quote(f'ret == 0 && ({src})')}",
         "w $T/events/kprobes/tl_snm_all/enable 1",
         "w $T/events/kprobes/tl_snm_rej/enable 1",
-    ]
-    start = [
+        # before the 'before' dump: the cat's own faults stay out of the workload's counters
         "echo \"@@tierlab begin kprobe_profile before\"; cat $T/kprobe_profile; echo '@@tierlab end'",
-        "echo > $T/trace",
     ]
+    start = ["echo > $T/trace"]      # the shell's builtin: no fork between the dump and the workload
     stop = [
         "echo 0 > $T/events/kprobes/tl_snm_all/enable; echo 0 > $T/events/kprobes/tl_snm_rej/enable",
         "echo \"@@tierlab begin kprobe_profile after\"; cat $T/kprobe_profile; echo '@@tierlab end'",
