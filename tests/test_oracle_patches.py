@@ -49,9 +49,10 @@ def test_fault_count_series_lists_the_two_rfc_patches_with_their_mails():
     assert kernel.patch_series() == []
 
 
+@pytest.mark.long          # ~15 s reading through the xz: in `make test`, not in `make test-fast`
 def test_fault_count_series_applies_to_the_debian_source(tmp_path):
-    """Extracts only the files the patches touch from /usr/src/linux-source-6.12.tar.xz (about 10 s
-    to read through the xz) and applies the series with the build's own `patch` call."""
+    """Extracts only the files the patches touch from /usr/src/linux-source-6.12.tar.xz and applies
+    the series with the build's own `patch` call."""
     if not kernel.SOURCE_TARBALL.exists():
         pytest.skip(f"{kernel.SOURCE_TARBALL} not installed (apt-get install {kernel.SOURCE_PACKAGE})")
     try:
@@ -224,6 +225,7 @@ def fault_count_kernel():
     return k
 
 
+@pytest.mark.long
 def test_guest_on_the_fault_count_kernel(fault_count_kernel):
     """A short hot-chunks run on the patched kernel: uname names the set, the RFC's knob is there
     and hot_threshold_ms is not, the model ran the RFC's knobs, and the probes count one
