@@ -227,18 +227,27 @@ def fault_count_kernel():
 
 @pytest.mark.long
 def test_guest_on_the_fault_count_kernel(fault_count_kernel):
-    """A short hot-chunks run on the patched kernel: uname names the set, the RFC's knob is there
-    and hot_threshold_ms is not, the model ran the RFC's knobs, and the probes count one
-    should_numa_migrate_memory() call per hint fault (as the RFC's cover letter found: 12,080,772
-    invocations for 12,080,772 hint faults), candidates + refusals = calls."""
+    """A short hot-chunks run on the patched kernel with fault_count_threshold 500: uname names the
+    set, the RFC's knob is written and hot_threshold_ms is gone, the model ran the RFC's knobs, the
+    probes count one should_numa_migrate_memory() call per hint fault (as the RFC's cover letter
+    found: 12,080,772 invocations for 12,080,772 hint faults; here within the 0-15 seen in
+    docs/oracle.md), and the ported decision holds: with the mm's count below 2^16 a fault's
+    latency is the count itself, bumped first, so at most the first 499 hint faults become
+    candidates and every later one is refused (two runs of this size took 1,194 and 2,162)."""
     from tierlab.oracle import run_oracle
     run = run_oracle("hot-chunks", {"total": "1536MiB", "chunk": "128MiB", "visits": 4, "iterations": 256},
-                     {"demotion_enabled": 1, "numa_balancing": 2}, scale=4, timeout_s=600,
-                     guest_kernel=FC.kernel_name, count_decisions=True)
+                     {"demotion_enabled": 1, "numa_balancing": 2, "fault_count_threshold": 500}, scale=4,
+                     timeout_s=600, guest_kernel=FC.kernel_name, count_decisions=True)
     g = run.guest
     assert g.kernel == fault_count_kernel.release and g.kernel.endswith("-tierlab-fault-count")
-    assert g.knobs["fault_count_threshold"] == "1000000" and "hot_threshold_ms" not in g.knobs
+    assert g.knobs["fault_count_threshold"] == "500" and "hot_threshold_ms" not in g.knobs
     assert run.model.config["knobs"]["hint_fault_latency"] in (1, "fault_count")
     c = g.counters
-    assert c["numa_hint_faults"] > 0 and c["numa_should_migrate_calls"] == c["numa_hint_faults"]
-    assert c["numa_latency_rejects"] + c["pgpromote_candidate"] <= c["numa_should_migrate_calls"]
+    calls, rejects, cand = c["numa_should_migrate_calls"], c["numa_latency_rejects"], c["pgpromote_candidate"]
+    assert 0 <= c["numa_hint_faults"] - calls <= 20
+    assert 0 < c["numa_hint_faults"] < 1 << 16, "the run's size no longer fits this check"
+    assert abs(calls - cand - rejects) <= 20
+    if c["numa_hint_faults"] > 520:
+        assert 480 <= cand <= 499 and rejects > 0
+    else:
+        assert rejects == 0
