@@ -30,7 +30,7 @@ from pathlib import Path
 from ..errors import ConfigError, TierlabError
 
 CACHE_ENV = "TIERLAB_ORACLE_CACHE"
-KERNEL_ENV = "TIERLAB_ORACLE_KERNEL"     # a package name, e.g. linux-image-6.12.117+deb12-amd64-unsigned, or tierlab-6.12
+KERNEL_ENV = "TIERLAB_ORACLE_KERNEL"     # a package name, e.g. linux-image-6.12.117+deb12-amd64-unsigned, tierlab-6.12 or tierlab-6.12+fault-count
 KERNEL_PACKAGE_RE = re.compile(r"^linux-image-6\.12\.\d+\+deb12-amd64-unsigned$")
 PROGRAM_DIR = Path(__file__).parent / "programs"
 # Modules the init loads, in this order, with their `depends=` resolved from the .ko files:
@@ -135,17 +135,26 @@ def _version_key(name: str) -> tuple[int, ...]:
     return (int(m.group(1)),) if m else (-1,)
 
 
+def kernel_choice(name: str | None = None) -> str | None:
+    """The kernel named by `name` or $TIERLAB_ORACLE_KERNEL, checked, without looking anything up
+    (None when neither names one: kernel_package then picks a Debian package)."""
+    return kernel_package(name) if (name or os.environ.get(KERNEL_ENV)) else None
+
+
 def kernel_package(name: str | None = None) -> str:
     """The kernel to use: `name`, else $TIERLAB_ORACLE_KERNEL, else the newest Debian package
     already cached (extracted or downloaded), else the newest linux-image-6.12.*+deb12-amd64-unsigned
-    apt knows. A name is a package of that form or `tierlab-6.12` (our build, kernel.py)."""
-    from .kernel import NAME
+    apt knows. A name is a package of that form, `tierlab-6.12` (our build, kernel.py) or
+    `tierlab-6.12+<set>` (our build with a patch set of kernel.PATCH_SETS)."""
+    from .kernel import kernel_names, patch_set_of
     key = "--kernel" if name else KERNEL_ENV
     name = name or os.environ.get(KERNEL_ENV)
     if name:
-        if name != NAME and not KERNEL_PACKAGE_RE.match(name):
-            raise ConfigError(f"{key}: {name!r} is not a kernel the oracle can boot; accepted: {NAME} (tierlab's "
-                              "own build of linux-source-6.12) or a Debian package linux-image-6.12.N+deb12-amd64-unsigned")
+        patch_set_of(name, key)        # a tierlab-6.12+<set> with an unknown set stops here, naming the sets
+        if name not in kernel_names() and not KERNEL_PACKAGE_RE.match(name):
+            raise ConfigError(f"{key}: {name!r} is not a kernel the oracle can boot; accepted: "
+                              f"{', '.join(kernel_names())} (tierlab's own build of linux-source-6.12, plain or "
+                              "with a patch set) or a Debian package linux-image-6.12.N+deb12-amd64-unsigned")
         return name
     kdir, ddir = cache_dir() / "kernel", cache_dir() / "debs"
     cached = [p.name for p in kdir.glob("linux-image-*") if _kernel_from_dir(p)] if kdir.exists() else []
@@ -173,8 +182,8 @@ def ensure_kernel(log=None, name: str | None = None) -> GuestKernel:
     or ours, built on first use (kernel.ensure_own_kernel)."""
     from . import kernel as own
     package = kernel_package(name)
-    if package == own.NAME:
-        return own.ensure_own_kernel(log)
+    if package in own.kernel_names():
+        return own.ensure_own_kernel(log, patch_set=own.patch_set_of(package))
     kdir = cache_dir() / "kernel" / package
     k = _kernel_from_dir(kdir)
     if k is not None:

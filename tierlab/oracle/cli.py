@@ -5,7 +5,8 @@
     tierlab oracle suite [--only NAME] [--doc docs/oracle.md | --no-doc]
 
 Both take --kernel tierlab-6.12 to boot tierlab's own kernel (tierlab/oracle/kernel.py) instead of
-Debian's package.
+Debian's package, or --kernel tierlab-6.12+<set> for it with a patch set (kernel.PATCH_SETS), and
+--count-decisions for the probes on should_numa_migrate_memory() (guest.DECISION_PROBES).
 """
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
     if args.workload == "suite":
         from .suite import DOC, run_suite
         return run_suite(only=args.only, doc=None if args.no_doc else (args.doc or DOC), fmt=args.format,
-                         log=_log, accel=args.accel, guest_kernel=args.kernel, icount=args.icount)
+                         log=_log, accel=args.accel, guest_kernel=args.kernel, icount=args.icount,
+                         count_decisions=args.count_decisions)
     if args.workload == "redis-memtier":
         from .redis import cmd_redis_memtier
         return cmd_redis_memtier(args, _key_values(args.param, "--param"), _key_values(args.set, "--set"))
@@ -95,7 +97,7 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
                      machine=args.machine, scale=args.scale, cpus=args.cpus, seed=args.seed,
                      guest_settings=settings, program_args=_key_values(args.program_arg, "--program-arg"),
                      accel=args.accel, timeout_s=args.timeout, log=_log, guest_kernel=args.kernel,
-                     icount=args.icount)
+                     icount=args.icount, count_decisions=args.count_decisions)
     if args.transcript:
         with open(args.transcript, "w") as f:
             f.write(run.transcript)
@@ -140,12 +142,19 @@ def add_oracle_command(sub) -> None:
                    help="QEMU accelerator (default: tcg; e.g. 'tcg,thread=single' or 'kvm' where it works)")
     o.add_argument("--kernel", metavar="NAME",
                    help="the guest's kernel: tierlab-6.12 (our build of Debian's linux-source-6.12 with "
-                        "tierlab/oracle/kernel.config; built on first use, see docs/oracle.md) or a Debian package "
+                        "tierlab/oracle/kernel.config; built on first use, see docs/oracle.md), "
+                        "tierlab-6.12+fault-count (the same with seed 002's fault-count RFC applied, "
+                        "tierlab/oracle/patches/fault-count; the model then runs hint_fault_latency=fault_count, "
+                        "scan_restamp_protnone=1), or a Debian package "
                         "linux-image-6.12.N+deb12-amd64-unsigned (default: $TIERLAB_ORACLE_KERNEL, else the newest "
                         "Debian package cached or known to apt)")
     o.add_argument("--icount", nargs="?", const=ICOUNT_REPEATABLE, metavar="SPEC",
                    help=f"run the guest under QEMU's -icount SPEC (alone: {ICOUNT_REPEATABLE}): its clock counts "
                         "instructions and the vCPUs share one host thread, for repeatable timing; opt-in, TCG only")
+    o.add_argument("--count-decisions", action="store_true",
+                   help="count should_numa_migrate_memory()'s calls and its refusals of slow-tier folios in the "
+                        "guest with two kprobes (numa_should_migrate_calls, numa_latency_rejects: the RFC's own "
+                        "debugging counts); suite: in the NUMA-balancing entries")
     o.add_argument("--timeout", type=float, default=900, metavar="S", help="give up on the guest after S seconds")
     o.add_argument("--format", choices=("table", "json"), default="table", help="output on stdout")
     o.add_argument("--all", action="store_true", help="also list the guest's counters the model does not have")

@@ -23,7 +23,7 @@ import pandas as pd
 from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
-from . import guest as guest_mod
+from . import build, guest as guest_mod
 from .console import GuestResult, parse_console
 from .programs import guest_program
 
@@ -146,11 +146,18 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
                machine: str = "qemu-2node", scale: float = 1.0, cpus: int = guest_mod.DEFAULT_CPUS,
                seed: int = 0, guest_settings: dict | None = None, program_args: dict | None = None,
                accel: str = "tcg", timeout_s: float = 900, log=None, guest_kernel: str | None = None,
-               icount: str | None = None) -> OracleRun:
-    """Run `workload` in the guest and in the model on the same configuration (module docstring)."""
+               icount: str | None = None, count_decisions: bool = False) -> OracleRun:
+    """Run `workload` in the guest and in the model on the same configuration (module docstring).
+    `guest_kernel` tierlab-6.12+<set> runs the model with the set's knobs (kernel.PATCH_SETS);
+    `count_decisions` adds the guest's probes on should_numa_migrate_memory() (guest.DECISION_PROBES:
+    numa_should_migrate_calls, numa_latency_rejects)."""
     from .. import api
 
+    from .kernel import patch_set_of
     params, knobs = dict(params or {}), dict(knobs or {})
+    pset = patch_set_of(build.kernel_choice(guest_kernel))   # a patched guest: the model runs its knobs too
+    if pset is not None:
+        knobs = dict(pset.model_knobs, **knobs)     # a different value is refused by the guest's knob check
     m = guest_mod.guest_machine(Machine.load(machine).scaled(scale), cpus)
     w = make_workload(workload, params, scale=scale)       # validates params before any work
     w.validate()
@@ -161,7 +168,7 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
     program, args, files = guest_program(w, seed, program_args)
     settings = dict(guest_mod.MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
     booted = guest_mod.boot(m, program, args, files, kernel, settings, timeout_s=timeout_s, accel=accel, log=log,
-                            guest_kernel=guest_kernel, icount=icount)
+                            guest_kernel=guest_kernel, icount=icount, count_decisions=count_decisions)
     g = parse_console(booted.transcript)
     if g.exit_status != 0 or g.errors:
         raise guest_mod.GuestError(f"the guest's workload failed (exit status {g.exit_status}): "
@@ -176,6 +183,7 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
                      "scale": scale, "seed": seed}).run().result()
     spec = {"workload": workload, "params": params, "knobs": knobs, "machine": machine, "scale": scale,
             "cpus": cpus, "seed": seed, "guest_settings": settings, "program_args": dict(program_args or {}),
-            "accel": accel, "icount": icount, "guest_kernel": booted.kernel_package}
+            "accel": accel, "icount": icount, "guest_kernel": booted.kernel_package,
+            "count_decisions": count_decisions}
     return OracleRun(spec=spec, guest=g, model=res, machine=m, model_machine=mm.to_dict(),
                      transcript=booted.transcript, wall_s=booted.wall_s, warnings=warnings)

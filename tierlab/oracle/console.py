@@ -12,6 +12,9 @@ The guest's run script (tierlab.oracle.guest.run_script) and programs print line
         /proc/interrupts), nodeN.meminfo / nodeN.vmstat (/sys/devices/system/node) or taskT.sched
         (/proc/PID/task/T/sched, after only), WHEN is before or after the workload
     @@tierlab start NS / mark TASK INDEX NS / done NS CHECKSUM     the program's clock
+    @@tierlab begin kprobe_profile before|after, begin trace_stats after   the decision probes
+        (guest.DECISION_PROBES, when the run asked for them): numa_should_migrate_calls and
+        numa_latency_rejects in `counters`
     @@tierlab exit STATUS                    the program's exit status
     @@tierlab error TEXT                     something went wrong in the guest
 
@@ -201,6 +204,7 @@ def parse_console(text: str) -> GuestResult:
                       zones_before=_zoneinfo(blocks.get(("zoneinfo", "before"))),
                       marks_s=pd.DataFrame(columns=["task", "mark", "time_s"]), run_time_s=float("nan"))
     res.mthp = _mthp(blocks)
+    _decisions(blocks, res)
     for (what, when), body in blocks.items():
         if what.startswith("task") and what.endswith(".sched"):
             for ln in body:
@@ -235,6 +239,37 @@ def parse_console(text: str) -> GuestResult:
         if done is not None:
             res.run_time_s = (done - start) / 1e9
     return res
+
+
+_PROFILE = re.compile(r"^\s*(\S+)\s+(\d+)\s+(\d+)\s*$")
+_STAT = re.compile(r"^(entries|overrun):\s+(\d+)\s*$")
+
+
+def _decisions(blocks: dict, res: GuestResult) -> None:
+    """The decision probes' counts (guest.DECISION_PROBES), when the run had them, as the model's
+    counters: numa_should_migrate_calls (tl_snm_all's hits over the workload, from kprobe_profile)
+    and numa_latency_rejects (tl_snm_rej's recorded events: the ring buffer's entries + overruns
+    over every CPU, the buffer cleared as the workload starts). A probe missed for want of a
+    kretprobe instance (kprobe_profile's third column) is an error: the count would be short."""
+    if ("kprobe_profile", "after") not in blocks:
+        return
+    prof = {w: {m.group(1): (int(m.group(2)), int(m.group(3)))
+                for m in map(_PROFILE.match, blocks.get(("kprobe_profile", w), [])) if m} for w in ("before", "after")}
+    if "tl_snm_all" not in prof["after"]:
+        res.errors.append("the decision probe tl_snm_all is not in kprobe_profile")
+        return
+    hits, missed = prof["after"]["tl_snm_all"]
+    hits0, missed0 = prof["before"].get("tl_snm_all", (0, 0))
+    miss_rej = prof["after"].get("tl_snm_rej", (0, 0))[1] - prof["before"].get("tl_snm_rej", (0, 0))[1]
+    if missed - missed0 or miss_rej:
+        res.errors.append(f"the decision probes missed {missed - missed0} / {miss_rej} returns (kretprobe maxactive)")
+    n = 0
+    for ln in blocks.get(("trace_stats", "after"), []):
+        m = _STAT.match(ln.strip())
+        if m:
+            n += int(m.group(2))
+    res.counters["numa_should_migrate_calls"] = hits - hits0
+    res.counters["numa_latency_rejects"] = n
 
 
 def _cut_noise(lines: list[str]) -> list[str]:

@@ -148,23 +148,50 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
-def knob_writes(kernel: Kernel) -> list[tuple[str, str, str]]:
+def knob_path(name: str, pset=None) -> str | None:
+    """Where the guest's kernel has knob `name` (None: nowhere it can be written): its path in
+    Linux 6.12, or in the patched kernel of `pset` (a kernel.PatchSet) the set's own paths, and none
+    for the knobs it removes or fixes in code."""
+    knob = KNOBS[name]
+    if pset is not None:
+        if name in pset.knob_paths:
+            return pset.knob_paths[name]
+        if name in pset.removed or name in pset.model_knobs:
+            return None
+    if name in NOT_IN_KERNEL or not knob.where.startswith("/"):
+        return None
+    return knob.where
+
+
+def knob_writes(kernel: Kernel, pset=None) -> list[tuple[str, str, str]]:
     """(name, path, value) for every knob to write in the guest: every knob with a sysfs/sysctl/
     debugfs path, at its value in `kernel` (min_free_kbytes only when set, else the kernel's own
-    computation stands). Knobs without a path in Linux 6.12 must be at their defaults."""
+    computation stands). Knobs without a path in Linux 6.12 must be at their defaults. With `pset`
+    (the guest boots tierlab-6.12+<set>) the set's knobs are written at its paths, the knobs it
+    removes must be at their defaults and those its code fixes at the set's values."""
     out = mthp_writes(kernel)
     set_ = kernel.to_dict()
     for name, knob in KNOBS.items():
         if name in MTHP_KNOBS:
             continue
-        if name in NOT_IN_KERNEL or not knob.where.startswith("/"):
+        if pset is not None and name in pset.model_knobs:
+            want = Kernel(**{name: pset.model_knobs[name]}).get(name)
+            if kernel.get(name) != want:
+                raise ConfigError(f"{name}: the guest's kernel {pset.kernel_name} has it fixed at "
+                                  f"{pset.model_knobs[name]} by its patches; the oracle accepts only that value there")
+            continue
+        path = knob_path(name, pset)
+        if path is None:
             if name in set_ and set_[name] != knob.default:
-                raise ConfigError(f"{name}: Linux 6.12 has no such setting ({knob.where}); the oracle runs it "
-                                  f"only at its default {_fmt(knob.default)}")
+                where = f"{pset.kernel_name} removed it" if pset is not None and name in pset.removed else \
+                    f"Linux 6.12 has no such setting ({knob.where})"
+                sets = [s.kernel_name for s in _patch_sets() if name in s.knob_paths or name in s.model_knobs]
+                raise ConfigError(f"{name}: {where}; the oracle runs it only at its default {_fmt(knob.default)}"
+                                  + (f" (or on a kernel that has it: --kernel {' or '.join(sets)})" if sets else ""))
             continue
         if knob.default is None and name not in set_:
             continue
-        out.append((name, knob.where, _fmt(kernel.get(name))))
+        out.append((name, path, _fmt(kernel.get(name))))
     # numa_balancing last: the scanner starts with its debugfs settings already in place
     out.sort(key=lambda t: t[0] == "numa_balancing")
     return out
@@ -202,10 +229,57 @@ def _device_path(path: str, disk: bool) -> str:
     return path.replace("<dev>", "vda") if disk else ""
 
 
+def _patch_sets():
+    from .kernel import PATCH_SETS
+    return PATCH_SETS.values()
+
+
+# The RFC's own debugging counts (seed 002's cover letter: how often should_numa_migrate_memory()
+# was invoked, and how often it refused a slow-tier folio), from two return probes on it: one whose
+# filter never matches, so kprobe_profile's hit count is every call and nothing is recorded, and
+# one that records only refusals of folios on the slow nodes (its third argument, src_nid), so the
+# ring buffer's entries (+ overruns) count them. Linux 6.12's tiering branch refuses a slow-tier
+# folio for its latency or for the promotion rate limit (a candidate past the limit); the count
+# is both, and at the default limit (65,536 MB/s) the second cannot happen in this guest.
+# tierlab's kernel has no CONFIG_HIST_TRIGGERS (and its config is part of the plain kernel's cache
+# key), hence counts from kprobe_profile and the buffer's stats instead of a histogram.
+DECISION_PROBES = ("tl_snm_all", "tl_snm_rej")
+
+
+def decision_probe_lines(slow_nodes: list[int]) -> tuple[list[str], list[str], list[str]]:
+    """Shell lines: set the probes up and read their hit counts (before the 'before' dump), clear
+    the ring buffer (just before the workload), stop and print (right after it)."""
+    if not slow_nodes:
+        raise ConfigError("count_decisions: the machine has no CPU-less (slow-tier) node to count refusals on")
+    src = " || ".join(f"src == {n}" for n in slow_nodes)
+    setup = [
+        "T=/sys/kernel/debug/tracing",
+        "dprobe() { echo \"$1\" >> $T/kprobe_events 2>/dev/null || echo \"@@tierlab error kprobe '$1' refused\"; }",
+        "dprobe 'r:tl_snm_all should_numa_migrate_memory ret=$retval:u8'",
+        "dprobe 'r:tl_snm_rej should_numa_migrate_memory src=$arg3:s32 ret=$retval:u8'",
+        "w $T/events/kprobes/tl_snm_all/filter 'ret == 2'",
+        f"w $T/events/kprobes/tl_snm_rej/filter {shlex.quote(f'ret == 0 && ({src})')}",
+        "w $T/events/kprobes/tl_snm_all/enable 1",
+        "w $T/events/kprobes/tl_snm_rej/enable 1",
+        # before the 'before' dump: the cat's own faults stay out of the workload's counters
+        "echo \"@@tierlab begin kprobe_profile before\"; cat $T/kprobe_profile; echo '@@tierlab end'",
+    ]
+    start = ["echo > $T/trace"]      # the shell's builtin: no fork between the dump and the workload
+    stop = [
+        "echo 0 > $T/events/kprobes/tl_snm_all/enable; echo 0 > $T/events/kprobes/tl_snm_rej/enable",
+        "echo \"@@tierlab begin kprobe_profile after\"; cat $T/kprobe_profile; echo '@@tierlab end'",
+        "echo \"@@tierlab begin trace_stats after\"; cat $T/per_cpu/cpu*/stats; echo '@@tierlab end'",
+    ]
+    return setup, start, stop
+
+
 def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: dict[str, str],
-               disk: bool) -> str:
+               disk: bool, pset=None, decisions: list[int] | None = None) -> str:
     """/run.sh: mount the disk, write settings and knobs (and report them), dump the counters
-    before, run the workload, dump them after. Lines the host parses start with @@tierlab."""
+    before, run the workload, dump them after. Lines the host parses start with @@tierlab.
+    `decisions`: the slow nodes on which to count should_numa_migrate_memory()'s refusals
+    (DECISION_PROBES; with every call), or None for no probes."""
+    probe_setup, probe_start, probe_stop = decision_probe_lines(decisions) if decisions is not None else ([], [], [])
     lines = [
         "w() { printf '%s' \"$2\" > \"$1\" || echo \"@@tierlab error cannot write $2 to $1\"; }",
         "dump() {",
@@ -230,19 +304,22 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         lines.append("mount -t ext4 -o ro /dev/vda /mnt || echo '@@tierlab error cannot mount /dev/vda'")
     for path, value in guest_settings.items():
         lines.append(f"w {shlex.quote(path)} {shlex.quote(value)}")
-    for name, path, value in knob_writes(kernel):
+    for name, path, value in knob_writes(kernel, pset):
         if _device_path(path, disk):
             lines.append(f"w {shlex.quote(_device_path(path, disk))} {shlex.quote(value)}")
     for path in list(guest_settings) + [path for _, path, _ in mthp_writes(kernel)]:
         lines.append(f"echo \"@@tierlab setting {path} $(cat {shlex.quote(path)})\"")
-    for name, knob in KNOBS.items():
-        if knob.where.startswith("/") and name not in NOT_IN_KERNEL and _device_path(knob.where, disk):
-            lines.append(f"echo \"@@tierlab knob {name} $(cat {shlex.quote(_device_path(knob.where, disk))})\"")
+    for name in KNOBS:
+        path = knob_path(name, pset)
+        if path is not None and _device_path(path, disk):
+            lines.append(f"echo \"@@tierlab knob {name} $(cat {shlex.quote(_device_path(path, disk))})\"")
     lines += [
         "for t in /sys/devices/virtual/memory_tiering/memory_tier*; do",
         "  echo \"@@tierlab tier ${t##*memory_tier} $(cat $t/nodelist)\"",
         "done",
+        *probe_setup,
         "dump before",
+        *probe_start,
         # the program stops itself (SIGSTOP) when done, so "after" sees its memory still mapped, as
         # the model's final state does; then it is killed. A program that fails exits instead.
         " ".join([shlex.quote(f"/bin/tierlab-{program}")] + [shlex.quote(a) for a in args]) + " &",
@@ -253,6 +330,7 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         "while read -r _ _ s _ < /proc/$pid/stat 2>/dev/null && [ \"$s\" != T ] && [ \"$s\" != Z ]; do",
         "  read -t 0.1 -u 3 _",
         "done",
+        *probe_stop,
         "if [ \"$s\" = T ]; then",
         "  echo '@@tierlab exit 0'; dump after",
         "  for t in /proc/$pid/task/*; do",
@@ -284,12 +362,17 @@ def require_qemu() -> str:
 
 def boot(machine: Machine, program: str, args: list[str], files: dict, kernel: Kernel,
          guest_settings: dict[str, str] | None = None, timeout_s: float = 900, accel: str = "tcg",
-         log=None, guest_kernel: str | None = None, icount: str | None = None) -> Boot:
+         log=None, guest_kernel: str | None = None, icount: str | None = None,
+         count_decisions: bool = False) -> Boot:
     """Build (or take from the cache) everything, boot `machine` (a `guest_machine`) on
     `guest_kernel` (build.kernel_package's choice), run `program` with `args` over a disk holding
     `files`, and return the console transcript."""
+    from .kernel import patch_set_of
     settings = dict(MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
-    script = run_script(program, args, kernel, settings, disk=bool(files))  # refuses bad knobs first
+    pset = patch_set_of(build.kernel_choice(guest_kernel))
+    slow = [i for i, nd in enumerate(machine.nodes) if nd.cpus == 0] if count_decisions else None
+    script = run_script(program, args, kernel, settings, disk=bool(files), pset=pset,
+                        decisions=slow)  # refuses bad knobs first
     require_qemu()
     gk = build.ensure_kernel(log, guest_kernel)
     base = build.ensure_base_initramfs(gk, log)

@@ -18,6 +18,17 @@ per CPU (it is background work beside the simulations), shows a progress bar ove
 compiles against the count of the last build, and records its wall time in `build.json`.
 
 Pick it with `TIERLAB_ORACLE_KERNEL=tierlab-6.12` or `tierlab oracle --kernel tierlab-6.12`.
+
+Patched variants. `tierlab-6.12+<set>` is the same kernel with the patch set `patches/<set>/`
+applied after the base series (`patches/<set>/series`, quilt's format again): e.g.
+`tierlab-6.12+fault-count`, seed 002's fault-count hint-fault-latency RFC. Each set is a
+`PatchSet` in PATCH_SETS, which also says what the patched kernel is to the model: the model
+knobs its code fixes (applied to the model's side of every comparison, refused if set otherwise),
+the knobs 6.12 lacks that it has a path for, and the knobs of 6.12 it removes. A variant builds
+with LOCALVERSION `-tierlab-<set>` (uname -r names it) and is cached apart under
+`tierlab-6.12+<set>-<key>`, its key the plain kernel's inputs plus its LOCALVERSION and its own
+patches (name and bytes); the plain kernel's key is computed as before, so a built plain kernel
+stays valid.
 """
 from __future__ import annotations
 
@@ -29,9 +40,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import TierlabError
+from ..errors import ConfigError, TierlabError
 from .build import GuestKernel, Unavailable, _digest, _kernel_from_dir, _run, cache_dir, require_tool
 
 NAME = "tierlab-6.12"          # the kernel choice that means this kernel
@@ -52,6 +64,57 @@ BUILD_HEADERS = (("/usr/include/gelf.h", "libelf-dev"),)     # objtool (the ORC 
 _STEP = re.compile(r"^\s+(CC|AS)\s")
 _OPTION = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.+)$")
 _NOT_SET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
+
+
+@dataclass(frozen=True)
+class PatchSet:
+    """A named patch set (`patches/<name>/series`) and what the kernel it makes means to the model."""
+    name: str                      # tierlab-6.12+<name>
+    title: str                     # the series as posted (subject, author, date)
+    model_knobs: dict = field(default_factory=dict)   # model knobs the patched code fixes (name -> value)
+    knob_paths: dict = field(default_factory=dict)    # knobs Linux 6.12 lacks that this kernel has (name -> path)
+    removed: tuple = ()            # knobs of Linux 6.12 this kernel no longer has
+
+    @property
+    def kernel_name(self) -> str:
+        return f"{NAME}+{self.name}"
+
+    @property
+    def localversion(self) -> str:
+        return f"{LOCALVERSION}-{self.name}"
+
+    @property
+    def patch_dir(self) -> Path:
+        return PATCH_DIR / self.name
+
+
+PATCH_SETS = {s.name: s for s in (
+    PatchSet("fault-count",
+             "Bharata B Rao, [RFC PATCH 0/2] Hot page promotion optimization for large address space "
+             "(2024-03-27; seed 002): fault-count based NUMA hint fault latency, and the restamp of "
+             "already PROT_NONE entries during scanning",
+             model_knobs={"hint_fault_latency": "fault_count", "scan_restamp_protnone": 1},
+             knob_paths={"fault_count_threshold": "/sys/kernel/debug/sched/numa_balancing/fault_count_threshold"},
+             removed=("hot_threshold_ms",)),
+)}
+
+
+def kernel_names() -> list[str]:
+    """Every name of tierlab's kernels: the plain build and each patched variant."""
+    return [NAME] + [s.kernel_name for s in PATCH_SETS.values()]
+
+
+def patch_set_of(name: str | None, key: str = "--kernel") -> PatchSet | None:
+    """The patch set a kernel name picks: None for the plain `tierlab-6.12` and for anything that
+    is not one of tierlab's kernels (a Debian package name); a `tierlab-6.12+<set>` whose set is
+    unknown stops, naming `key` and the accepted names."""
+    if not name or not name.startswith(NAME):
+        return None
+    if name == NAME:
+        return None
+    if not name.startswith(NAME + "+") or name[len(NAME) + 1:] not in PATCH_SETS:
+        raise ConfigError(f"{key}: {name!r} is not one of tierlab's kernels; accepted: {', '.join(kernel_names())}")
+    return PATCH_SETS[name[len(NAME) + 1:]]
 
 
 class KernelConfigError(TierlabError):
@@ -129,23 +192,54 @@ def patch_series(patch_dir: Path = PATCH_DIR) -> list[Path]:
     return out
 
 
-def kernel_key(version: str, fragment_text: str, patches: list[tuple[str, bytes]]) -> str:
-    """The cache key: the source version, the fragment's text and each patch (name and bytes)."""
-    return _digest(BASE_CONFIG, LOCALVERSION, version, fragment_text, *[x for p in patches for x in p])
+def kernel_key(version: str, fragment_text: str, patches: list[tuple[str, bytes]],
+               localversion: str = LOCALVERSION) -> str:
+    """The cache key: the source version, the fragment's text, the LOCALVERSION and each patch
+    (name and bytes). The plain kernel's key is what it always was (its LOCALVERSION, its series)."""
+    return _digest(BASE_CONFIG, localversion, version, fragment_text, *[x for p in patches for x in p])
 
 
-def kernel_dir(key: str) -> Path:
-    return cache_dir() / "kernel" / f"{NAME}-{key}"
+def all_patches(pset: PatchSet | None = None) -> list[Path]:
+    """The patches a kernel applies, in order: the base series, then the set's."""
+    return patch_series() + (patch_series(pset.patch_dir) if pset else [])
 
 
-def cached_kernel() -> GuestKernel | None:
-    """Our kernel for the current inputs if it is already built, else None (builds nothing)."""
+def patch_inputs(pset: PatchSet | None = None) -> list[tuple[str, bytes]]:
+    """(name, bytes) of each patch for the key: a base patch by its file name (as always), a set's
+    as <set>/<file name>."""
+    out = [(p.name, p.read_bytes()) for p in patch_series()]
+    if pset is not None:
+        out += [(f"{pset.name}/{p.name}", p.read_bytes()) for p in patch_series(pset.patch_dir)]
+    return out
+
+
+def variant_key(version: str, fragment_text: str, pset: PatchSet | None = None) -> str:
+    """The cache key of the plain kernel (pset None) or of a patched variant."""
+    if pset is None:
+        return kernel_key(version, fragment_text, patch_inputs())
+    return kernel_key(version, fragment_text, patch_inputs(pset), pset.localversion)
+
+
+def kernel_dir(key: str, pset: PatchSet | None = None) -> Path:
+    return cache_dir() / "kernel" / f"{pset.kernel_name if pset else NAME}-{key}"
+
+
+def build_hint(pset: PatchSet | None = None) -> str:
+    """The command that builds (and caches) a kernel, for skip messages."""
+    arg = f', patch_set="{pset.name}"' if pset else ""
+    return f"python -c 'from tierlab.oracle import kernel; kernel.ensure_own_kernel(print{arg})'"
+
+
+def cached_kernel(pset: PatchSet | str | None = None) -> GuestKernel | None:
+    """Our kernel (or the variant with patch set `pset`) for the current inputs if it is already
+    built, else None (builds nothing)."""
+    if isinstance(pset, str):
+        pset = PATCH_SETS[pset]
     try:
-        key = kernel_key(source_version(), FRAGMENT.read_text(),
-                         [(p.name, p.read_bytes()) for p in patch_series()])
+        key = variant_key(source_version(), FRAGMENT.read_text(), pset)
     except Unavailable:
         return None
-    return _kernel_from_dir(kernel_dir(key))
+    return _kernel_from_dir(kernel_dir(key, pset))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,19 +283,27 @@ def _make(argv: list[str], cwd: Path, log_path: Path, total: int, what: str) -> 
         proc.wait()
     if proc.returncode != 0:
         tail = log_path.read_text(errors="replace")[-2000:]
-        raise Unavailable(f"building {NAME} failed (`{' '.join(argv)}`, status {proc.returncode}); "
+        raise Unavailable(f"building {what} failed (`{' '.join(argv)}`, status {proc.returncode}); "
                           f"the log is {log_path}; its tail:\n{tail}")
     return steps
 
 
-def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
-    """Our kernel, built on first use (minutes: see docs/oracle.md) and cached by its inputs."""
+def ensure_own_kernel(log=None, jobs: int | None = None, patch_set: PatchSet | str | None = None) -> GuestKernel:
+    """Our kernel, built on first use (minutes: see docs/oracle.md) and cached by its inputs; with
+    `patch_set` (a PatchSet or its name) the variant with that set applied."""
+    if isinstance(patch_set, str):
+        if patch_set not in PATCH_SETS:
+            raise ConfigError(f"patch_set: {patch_set!r} is not a patch set; accepted: {', '.join(PATCH_SETS)}")
+        patch_set = PATCH_SETS[patch_set]
+    pset = patch_set
+    name = pset.kernel_name if pset else NAME
+    localversion = pset.localversion if pset else LOCALVERSION
     version = source_version()
     fragment_text = FRAGMENT.read_text()
     fragment = parse_config(fragment_text, FRAGMENT.name)
-    patches = patch_series()
-    key = kernel_key(version, fragment_text, [(p.name, p.read_bytes()) for p in patches])
-    kdir = kernel_dir(key)
+    patches = all_patches(pset)
+    key = variant_key(version, fragment_text, pset)
+    kdir = kernel_dir(key, pset)
     k = _kernel_from_dir(kdir)
     if k is not None:
         return k
@@ -225,8 +327,8 @@ def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
                 log(f"applying {p.name} ...")
             _run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], f"applying {p.name}", cwd=src)
         out = tmp / "out"
-        make = ["nice", "-n", str(BUILD_NICE), "make", f"O={out}", "ARCH=x86_64", f"LOCALVERSION={LOCALVERSION}"]
-        _run(make + [f"KCONFIG_ALLCONFIG={FRAGMENT}", BASE_CONFIG], f"configuring {NAME} ({BASE_CONFIG} + {FRAGMENT.name})",
+        make = ["nice", "-n", str(BUILD_NICE), "make", f"O={out}", "ARCH=x86_64", f"LOCALVERSION={localversion}"]
+        _run(make + [f"KCONFIG_ALLCONFIG={FRAGMENT}", BASE_CONFIG], f"configuring {name} ({BASE_CONFIG} + {FRAGMENT.name})",
              cwd=src)
         try:
             check_config(fragment, parse_config((out / ".config").read_text(), ".config"), FRAGMENT.name)
@@ -234,8 +336,8 @@ def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
             shutil.copy(out / ".config", work / f"{key}.config")
             raise KernelConfigError(f"{e} (the configured .config is kept in {work / f'{key}.config'})") from None
         if log:
-            log(f"building {NAME} ({version}, key {key}) with make -j{jobs} at nice {BUILD_NICE}; log in {log_path}")
-        steps = _make(make + [f"-j{jobs}", "bzImage"], src, log_path, _last_steps(), NAME)
+            log(f"building {name} ({version}, key {key}) with make -j{jobs} at nice {BUILD_NICE}; log in {log_path}")
+        steps = _make(make + [f"-j{jobs}", "bzImage"], src, log_path, _last_steps(), name)
         release = _run(make + ["-s", "kernelrelease"], "reading the kernel release", cwd=src).stdout.strip()
         seconds = time.monotonic() - t0
         stage = tmp / "stage"
@@ -246,7 +348,9 @@ def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
         (stage / "modules" / "order").write_text("")      # everything is built in
         (stage / "release").write_text(release + "\n")
         (stage / "build.json").write_text(json.dumps({
-            "source_version": version, "key": key, "patches": [p.name for p in patches], "jobs": jobs,
+            "source_version": version, "key": key, "name": name, "localversion": localversion,
+            "patch_set": pset.name if pset else None,
+            "patches": [f"{p.parent.name}/{p.name}" if p.parent != PATCH_DIR else p.name for p in patches], "jobs": jobs,
             "nice": BUILD_NICE, "steps": steps, "seconds": round(seconds, 1), "cpus": os.cpu_count(),
             "bzImage_bytes": (stage / "vmlinuz").stat().st_size}, indent=2) + "\n")
         kdir.parent.mkdir(parents=True, exist_ok=True)
@@ -255,7 +359,7 @@ def ensure_own_kernel(log=None, jobs: int | None = None) -> GuestKernel:
         except OSError:          # another build finished first
             pass
     if log:
-        log(f"built {NAME} {release} in {seconds / 60:.1f} min ({steps} objects, -j{jobs}); cached in {kdir}")
+        log(f"built {name} {release} in {seconds / 60:.1f} min ({steps} objects, -j{jobs}); cached in {kdir}")
     k = _kernel_from_dir(kdir)
     assert k is not None
     return k

@@ -90,8 +90,10 @@ MECHANISMS = {m.name: m for m in (
                         "/proc/interrupts; the other nr_tlb_* only on tierlab's kernel, --kernel tierlab-6.12)"),
     Mechanism("promotion", "NUMA-balancing tiering promotion with the hot-time threshold (numa_balancing=2, demotion_enabled=1)",
               ("numa_pte_updates", "numa_hint_faults", "pgpromote_candidate", "pgpromote_success"), 1.5,
-              shown=("pgdemote_kswapd", "pgmigrate_success", "pgactivate", "nr_tlb_remote_flush_received"),
-              shown_why="consequences of the promotions, shown for the explanation"),
+              shown=("pgdemote_kswapd", "pgdemote_direct", "pgmigrate_success", "pgactivate",
+                     "nr_tlb_remote_flush_received", "numa_should_migrate_calls", "numa_latency_rejects"),
+              shown_why="consequences of the promotions, shown for the explanation; the decision counts "
+                        "(should_numa_migrate_memory() calls and slow-tier refusals) only with --count-decisions"),
     Mechanism("lru", "page-cache reclaim: the classic active/inactive LRU against the multi-gen LRU (lru_gen) "
                      "under buffered random reads of a file larger than the node, no demotion",
               ("pgsteal (kswapd+direct)", "pgscan (kswapd+direct)", "workingset_refault_file",
@@ -187,7 +189,7 @@ class EntryResult:
 
 
 def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None = None,
-              icount: str | None = None) -> EntryResult:
+              icount: str | None = None, count_decisions: bool = False) -> EntryResult:
     from .. import api
     res = EntryResult(e)
     run = None
@@ -196,7 +198,8 @@ def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None =
             log(f"{e.name}: guest run {i + 1} of {e.repeat}")
         run = run_oracle(e.workload, e.params, e.knobs, machine=e.machine, scale=e.scale, cpus=e.cpus,
                          seed=e.seed, guest_settings=e.guest_settings, accel=accel, log=log,
-                         guest_kernel=guest_kernel, icount=icount)
+                         guest_kernel=guest_kernel, icount=icount,
+                         count_decisions=count_decisions and int(e.knobs.get("numa_balancing", 0)) > 0)
         res.guest.append({c: _value(run.guest.counters, c) for c in MECHANISMS[e.mechanism].rows})
         res.info.setdefault("guest_run_time_s", []).append(round(run.guest.run_time_s, 2))
         res.info.setdefault("guest_wall_s", []).append(round(run.wall_s, 1))
@@ -204,6 +207,7 @@ def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None =
         res.info.setdefault("warnings", []).extend(run.warnings)
     res.model = {c: _value(run.model.counters, c) for c in MECHANISMS[e.mechanism].rows}
     res.info.update(kernel=run.guest.kernel, icount=icount, model_sim_time_s=round(run.model.sim_time_s, 3),
+                    model_knobs=run.model.config["knobs"],
                     model_capacity_MiB=[nd["capacity"] >> 20 for nd in run.model_machine["nodes"]],
                     min_free_kbytes=run.guest.knobs.get("min_free_kbytes"))
     if int(e.knobs.get("numa_balancing", 0)):
@@ -309,14 +313,15 @@ def doc_tables(path: str | Path = DOC) -> dict:
 
 
 def run_suite(only=None, doc: str | Path | None = DOC, fmt: str = "table", log=None, accel: str = "tcg",
-              guest_kernel: str | None = None, icount: str | None = None) -> int:
+              guest_kernel: str | None = None, icount: str | None = None, count_decisions: bool = False) -> int:
     entries = ENTRIES
     if only:
         unknown = set(only) - {e.name for e in ENTRIES}
         if unknown:
             raise ConfigError(f"--only: unknown entry {sorted(unknown)[0]!r}; accepted: {', '.join(e.name for e in ENTRIES)}")
         entries = [e for e in ENTRIES if e.name in only]
-    results = [run_entry(e, log=log, accel=accel, guest_kernel=guest_kernel, icount=icount) for e in entries]
+    results = [run_entry(e, log=log, accel=accel, guest_kernel=guest_kernel, icount=icount,
+                         count_decisions=count_decisions) for e in entries]
     text = markdown(results)
     if fmt == "json":
         print(json.dumps([{"entry": r.entry.name, "mechanism": r.entry.mechanism, "r": r.r, "info": r.info,

@@ -1,0 +1,253 @@
+"""tierlab.oracle's patched kernels (kernel.PATCH_SETS): the fault-count series (seed 002) parses,
+names its source mails and applies cleanly to Debian's linux-source-6.12 (skipped when the source
+is not installed); a variant's cache key differs from the plain kernel's and the plain key is what
+it always was; the choice by name; what the guest writes and the model runs on a patched kernel;
+the decision probes' counts. One guest run on the patched kernel, only when it is already built
+(no test builds a kernel)."""
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import tarfile
+
+import pytest
+
+from tierlab.errors import ConfigError
+from tierlab.kernel import Kernel
+from tierlab.oracle import build, console, guest, kernel
+
+FC = kernel.PATCH_SETS["fault-count"]
+VERSION = "6.12.117-1~deb12u1"
+# the committed kernel.config's sha256 (first 16 hex digits) when the plain kernel built on
+# 2026-11-28 got the key 063788966272a40a; the pin below holds while the fragment is that text
+FRAGMENT_SHA = "26269ff6a4f5b16c"
+PLAIN_KEY = "063788966272a40a"
+
+
+def _patched_files(p) -> list[str]:
+    return re.findall(r"^\+\+\+ b/(\S+)$", p.read_text(), re.M)
+
+
+def test_fault_count_series_lists_the_two_rfc_patches_with_their_mails():
+    patches = kernel.patch_series(FC.patch_dir)
+    assert [p.name[:5] for p in patches] == ["0001-", "0002-"]
+    ids = ["<20240327160237.2355-2-bharata@amd.com>", "<20240327160237.2355-3-bharata@amd.com>"]
+    subjects = ["[RFC PATCH 1/2] sched/numa: Fault count based NUMA hint fault latency",
+                "[RFC PATCH 2/2] mm: Update hint fault count for pages that are skipped during scanning"]
+    for p, mid, subject in zip(patches, ids, subjects):
+        head = p.read_text().split("\ndiff --git ", 1)[0]
+        assert f"Subject:    {subject}" in head and f"Message-ID: {mid}" in head
+        assert "From:       Bharata B Rao <bharata@amd.com>" in head and "Mar 2024" in head
+        assert "Port notes, hunk by hunk" in head
+        assert not re.search(r"^(---|\+\+\+|@@) ", head, re.M)     # nothing in the note looks like a hunk
+    assert set(_patched_files(patches[0])) == {
+        "include/linux/mm.h", "include/linux/mm_types.h", "kernel/sched/debug.c", "kernel/sched/fair.c",
+        "kernel/sched/sched.h", "mm/huge_memory.c", "mm/memory.c", "mm/mprotect.c"}
+    assert set(_patched_files(patches[1])) == {"mm/huge_memory.c", "mm/mprotect.c"}
+    # the base series (patches/series) stays empty: the plain kernel applies nothing
+    assert kernel.patch_series() == []
+
+
+@pytest.mark.long          # ~15 s reading through the xz: in `make test`, not in `make test-fast`
+def test_fault_count_series_applies_to_the_debian_source(tmp_path):
+    """Extracts only the files the patches touch from /usr/src/linux-source-6.12.tar.xz and applies
+    the series with the build's own `patch` call."""
+    if not kernel.SOURCE_TARBALL.exists():
+        pytest.skip(f"{kernel.SOURCE_TARBALL} not installed (apt-get install {kernel.SOURCE_PACKAGE})")
+    try:
+        build.require_tool("patch", "patch")
+    except build.Unavailable as e:
+        pytest.skip(str(e))
+    patches = kernel.all_patches(FC)
+    wanted = {f for p in patches for f in _patched_files(p)}
+    with tarfile.open(kernel.SOURCE_TARBALL) as tar:
+        members = [m for m in tar if m.name.split("/", 1)[-1] in wanted]
+        tar.extractall(tmp_path, members=members, filter="data")
+    src = next(tmp_path.glob("linux-source-*"))
+    assert {m.name.split("/", 1)[1] for m in members} == wanted
+    for p in patches:
+        r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], cwd=src, capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and "offset" not in r.stdout and "fuzz" not in r.stdout, r.stdout + r.stderr
+    fair = (src / "kernel/sched/fair.c").read_text()
+    assert "numa_promotion_adjust_threshold" not in fair and "sysctl_numa_balancing_fault_count_threshold = 1000000" in fair
+    assert "atomic_set(&mm->hint_faults, 0);" in fair
+    for f in ("mm/mprotect.c", "mm/huge_memory.c", "kernel/sched/fair.c", "include/linux/mm.h"):
+        assert "folio_xchg_access_time" not in (src / f).read_text(), f
+    mprotect = (src / "mm/mprotect.c").read_text()
+    assert mprotect.index("folio_xchg_fault_count") < mprotect.index("if (pte_protnone(oldpte))")   # patch 2
+    huge = (src / "mm/huge_memory.c").read_text()
+    assert huge.index("folio_xchg_fault_count") < huge.index("if (pmd_protnone(*pmd))")
+    assert "atomic_inc(&vma->vm_mm->hint_faults);" in (src / "mm/memory.c").read_text()
+    assert '"fault_count_threshold"' in (src / "kernel/sched/debug.c").read_text()
+
+
+def test_variant_key_differs_and_the_plain_key_is_unchanged():
+    frag = kernel.FRAGMENT.read_text()
+    plain = kernel.variant_key(VERSION, frag)
+    # the plain kernel's key is the formula it always had: config base, LOCALVERSION, version,
+    # fragment, the base series (empty)
+    assert plain == build._digest(kernel.BASE_CONFIG, "-tierlab", VERSION, frag)
+    assert plain == kernel.kernel_key(VERSION, frag, [])
+    if hashlib.sha256(frag.encode()).hexdigest()[:16] == FRAGMENT_SHA:
+        assert plain == PLAIN_KEY               # the plain kernel built on 2026-11-28 stays valid
+    fc = kernel.variant_key(VERSION, frag, FC)
+    assert fc != plain
+    assert kernel.kernel_dir(fc, FC).name == f"tierlab-6.12+fault-count-{fc}"
+    assert kernel.kernel_dir(plain).name == f"tierlab-6.12-{plain}"
+    assert FC.localversion == "-tierlab-fault-count"
+
+
+def test_cached_variant_is_found_apart_from_the_plain_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(kernel, "source_version", lambda: VERSION)
+    key = kernel.variant_key(VERSION, kernel.FRAGMENT.read_text(), FC)
+    d = kernel.kernel_dir(key, FC)
+    (d / "modules").mkdir(parents=True)
+    (d / "modules" / "order").write_text("")
+    (d / "release").write_text("6.12.117-tierlab-fault-count\n")
+    (d / "vmlinuz").write_bytes(b"")
+
+    def no_build(*a, **kw):
+        raise AssertionError("built a kernel that is cached")
+    monkeypatch.setattr(kernel, "_make", no_build)
+    monkeypatch.setattr(kernel, "_require_build_tools", no_build)
+    assert kernel.cached_kernel() is None                   # the plain kernel is not built here
+    k = build.ensure_kernel(name="tierlab-6.12+fault-count")
+    assert k.package == d.name and k.release == "6.12.117-tierlab-fault-count"
+    assert kernel.cached_kernel("fault-count") == k
+
+
+def test_kernel_choice_by_name_and_a_bad_name(monkeypatch):
+    monkeypatch.delenv(build.KERNEL_ENV, raising=False)
+    assert build.kernel_package("tierlab-6.12+fault-count") == "tierlab-6.12+fault-count"
+    assert kernel.patch_set_of("tierlab-6.12+fault-count") is FC
+    assert kernel.patch_set_of("tierlab-6.12") is None
+    assert kernel.patch_set_of("linux-image-6.12.117+deb12-amd64-unsigned") is None
+    assert build.kernel_choice() is None
+    for bad in ("tierlab-6.12+nope", "tierlab-6.12+", "tierlab-6.12-fault-count"):
+        with pytest.raises(ConfigError, match=r"--kernel: '.*' is not one of tierlab's kernels; accepted: "
+                                              r"tierlab-6.12, tierlab-6.12\+fault-count"):
+            build.kernel_package(bad)
+    monkeypatch.setenv(build.KERNEL_ENV, "tierlab-6.12+migrc")
+    with pytest.raises(ConfigError, match=r"TIERLAB_ORACLE_KERNEL: 'tierlab-6.12\+migrc' is not one of tierlab's "
+                                          r"kernels; accepted: tierlab-6.12, tierlab-6.12\+fault-count"):
+        build.kernel_choice()
+    monkeypatch.setenv(build.KERNEL_ENV, "tierlab-6.12+fault-count")
+    assert build.kernel_choice() == "tierlab-6.12+fault-count"
+    with pytest.raises(ConfigError, match=r"patch_set: 'nope' is not a patch set; accepted: fault-count"):
+        kernel.ensure_own_kernel(patch_set="nope")
+
+
+def test_patched_guest_writes_the_sets_knobs_and_refuses_what_it_removed():
+    k = Kernel(numa_balancing=2, demotion_enabled=1, hint_fault_latency="fault_count", scan_restamp_protnone=1,
+               fault_count_threshold=5000)
+    writes = {name: (path, value) for name, path, value in guest.knob_writes(k, FC)}
+    assert writes["fault_count_threshold"] == ("/sys/kernel/debug/sched/numa_balancing/fault_count_threshold", "5000")
+    assert "hot_threshold_ms" not in writes and "hint_fault_latency" not in writes
+    assert "hot_threshold_ms" in {n for n, _, _ in guest.knob_writes(Kernel(numa_balancing=2))}
+    script = guest.run_script("hot-chunks", [], k, {}, disk=False, pset=FC)
+    assert "fault_count_threshold" in script and "hot_threshold_ms" not in script
+    with pytest.raises(ConfigError, match=r"hot_threshold_ms: tierlab-6.12\+fault-count removed it; the oracle runs "
+                                          r"it only at its default 1000"):
+        guest.knob_writes(Kernel(numa_balancing=2, hot_threshold_ms=50, hint_fault_latency="fault_count",
+                                 scan_restamp_protnone=1), FC)
+    with pytest.raises(ConfigError, match=r"scan_restamp_protnone: the guest's kernel tierlab-6.12\+fault-count has it "
+                                          r"fixed at 1 by its patches"):
+        guest.knob_writes(Kernel(numa_balancing=2, hint_fault_latency="fault_count"), FC)
+    with pytest.raises(ConfigError, match=r"hint_fault_latency: Linux 6.12 has no such setting .* \(or on a kernel "
+                                          r"that has it: --kernel tierlab-6.12\+fault-count\)"):
+        guest.knob_writes(Kernel(numa_balancing=2, hint_fault_latency="fault_count"))
+
+
+def test_model_side_runs_the_sets_knobs(monkeypatch):
+    """run_oracle on the patched kernel hands the guest (and so the model) the set's knobs."""
+    from tierlab.oracle import compare
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def boot(m, program, args, files, kern, settings, **kw):
+        seen["kernel"], seen["kw"] = kern, kw
+        raise Stop
+    monkeypatch.setattr(compare.guest_mod, "boot", boot)
+    with pytest.raises(Stop):
+        compare.run_oracle("hot-chunks", {"total": "64MiB", "chunk": "16MiB", "visits": 1, "iterations": 1},
+                           {"numa_balancing": 2}, scale=4, guest_kernel="tierlab-6.12+fault-count",
+                           count_decisions=True)
+    assert seen["kernel"].get("hint_fault_latency") == 1 and seen["kernel"].get("scan_restamp_protnone") == 1
+    assert seen["kw"]["count_decisions"] is True
+    with pytest.raises(Stop):
+        compare.run_oracle("hot-chunks", {"total": "64MiB", "chunk": "16MiB", "visits": 1, "iterations": 1},
+                           {"numa_balancing": 2}, scale=4, guest_kernel="tierlab-6.12")
+    assert seen["kernel"].get("hint_fault_latency") == 0
+
+
+def test_decision_probes_script_and_counts():
+    k = Kernel(numa_balancing=2, demotion_enabled=1)
+    script = guest.run_script("hot-chunks", [], k, {}, disk=False, decisions=[1])
+    assert "r:tl_snm_all should_numa_migrate_memory ret=$retval:u8" in script
+    assert "'ret == 0 && (src == 1)'" in script
+    assert script.index("tl_snm_all/enable 1") < script.index("dump before") < script.index("echo > $T/trace")
+    assert "tl_snm" not in guest.run_script("hot-chunks", [], k, {}, disk=False)
+    blocks = {("kprobe_profile", "before"): ["  tl_snm_all   10   0", "  tl_snm_rej   10   0"],
+              ("kprobe_profile", "after"): ["  tl_snm_all   13457   0", "  tl_snm_rej   13457   0"],
+              ("trace_stats", "after"): ["entries: 8000", "overrun: 0", "commit overrun: 0", "bytes: 1",
+                                         "entries: 582", "overrun: 0"]}
+    res = type("R", (), {"counters": {}, "errors": []})()       # what _decisions reads and writes
+    console._decisions(blocks, res)
+    assert res.counters == {"numa_should_migrate_calls": 13447, "numa_latency_rejects": 8582} and res.errors == []
+    blocks[("kprobe_profile", "after")][0] = "  tl_snm_all   13457   3"
+    console._decisions(blocks, res)
+    assert "missed 3 / 0 returns" in res.errors[0]
+    with pytest.raises(ConfigError, match="count_decisions: the machine has no CPU-less"):
+        guest.run_script("hot-chunks", [], k, {}, disk=False, decisions=[])
+
+
+# ---- a real guest on the patched kernel ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fault_count_kernel():
+    try:
+        guest.require_qemu()
+        build.find_busybox()
+        build.require_tool("cpio", "cpio")
+        build.ensure_programs()
+    except build.Unavailable as e:
+        pytest.skip(f"the oracle's guest cannot be built here: {e}")
+    k = kernel.cached_kernel(FC)
+    if k is None:
+        pytest.skip(f"{FC.kernel_name} is not built (it takes many minutes; tests never build it): build it once "
+                    f"with `{kernel.build_hint(FC)}` or any `tierlab oracle --kernel {FC.kernel_name} ...` run "
+                    f"(needs apt-get install {kernel.SOURCE_PACKAGE} flex bison libelf-dev)")
+    return k
+
+
+@pytest.mark.long
+def test_guest_on_the_fault_count_kernel(fault_count_kernel):
+    """A short hot-chunks run on the patched kernel with fault_count_threshold 500: uname names the
+    set, the RFC's knob is written and hot_threshold_ms is gone, the model ran the RFC's knobs, the
+    probes count one should_numa_migrate_memory() call per hint fault (as the RFC's cover letter
+    found: 12,080,772 invocations for 12,080,772 hint faults; here within the 0-15 seen in
+    docs/oracle.md), and the ported decision holds: with the mm's count below 2^16 a fault's
+    latency is the count itself, bumped first, so at most the first 499 hint faults become
+    candidates and every later one is refused (two runs of this size took 1,194 and 2,162)."""
+    from tierlab.oracle import run_oracle
+    run = run_oracle("hot-chunks", {"total": "1536MiB", "chunk": "128MiB", "visits": 4, "iterations": 256},
+                     {"demotion_enabled": 1, "numa_balancing": 2, "fault_count_threshold": 500}, scale=4,
+                     timeout_s=600, guest_kernel=FC.kernel_name, count_decisions=True)
+    g = run.guest
+    assert g.kernel == fault_count_kernel.release and g.kernel.endswith("-tierlab-fault-count")
+    assert g.knobs["fault_count_threshold"] == "500" and "hot_threshold_ms" not in g.knobs
+    assert run.model.config["knobs"]["hint_fault_latency"] in (1, "fault_count")
+    c = g.counters
+    calls, rejects, cand = c["numa_should_migrate_calls"], c["numa_latency_rejects"], c["pgpromote_candidate"]
+    assert 0 <= c["numa_hint_faults"] - calls <= 20
+    assert 0 < c["numa_hint_faults"] < 1 << 16, "the run's size no longer fits this check"
+    assert abs(calls - cand - rejects) <= 20
+    if c["numa_hint_faults"] > 520:
+        assert 480 <= cand <= 499 and rejects > 0
+    else:
+        assert rejects == 0
