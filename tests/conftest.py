@@ -36,6 +36,26 @@ def reproduction():
     return get
 
 
+@pytest.fixture
+def cached_kernel_dir(monkeypatch):
+    """make(d, release): lay out `d` as a built, cached kernel of `release` (tierlab/oracle/kernel.py)
+    and make any build attempt fail the test."""
+    from tierlab.oracle import kernel
+
+    def make(d, release):
+        (d / "modules").mkdir(parents=True)
+        (d / "modules" / "order").write_text("")
+        (d / "release").write_text(release + "\n")
+        (d / "vmlinuz").write_bytes(b"")
+
+        def no_build(*a, **kw):
+            raise AssertionError("built a kernel that is cached")
+        monkeypatch.setattr(kernel, "_make", no_build)
+        monkeypatch.setattr(kernel, "_require_build_tools", no_build)
+        return d
+    return make
+
+
 # Test tiers. `make test` (the README's command, what CI runs) runs everything but `slow`;
 # `make test-fast` also leaves out `long`: the modules below, which run whole reproductions,
 # notebooks, the QEMU guest or subprocesses (each minutes of the suite); `make test-all` adds `slow`

@@ -65,21 +65,12 @@ def test_patch_series(tmp_path):
         kernel.patch_series(tmp_path)
 
 
-def test_second_call_returns_the_cached_kernel_without_building(tmp_path, monkeypatch):
+def test_second_call_returns_the_cached_kernel_without_building(tmp_path, monkeypatch, cached_kernel_dir):
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(kernel, "source_version", lambda: "6.12.117-1~deb12u1")
     key = kernel.kernel_key("6.12.117-1~deb12u1", kernel.FRAGMENT.read_text(),
                             [(p.name, p.read_bytes()) for p in kernel.patch_series()])
-    d = kernel.kernel_dir(key)
-    (d / "modules").mkdir(parents=True)
-    (d / "modules" / "order").write_text("")
-    (d / "release").write_text("6.12.117-tierlab\n")
-    (d / "vmlinuz").write_bytes(b"")
-
-    def no_build(*a, **kw):
-        raise AssertionError("built a kernel that is cached")
-    monkeypatch.setattr(kernel, "_make", no_build)
-    monkeypatch.setattr(kernel, "_require_build_tools", no_build)
+    d = cached_kernel_dir(kernel.kernel_dir(key), "6.12.117-tierlab")
     k = build.ensure_kernel(name="tierlab-6.12")
     assert k.vmlinuz == d / "vmlinuz" and k.modules == () and k.release == "6.12.117-tierlab"
     assert kernel.cached_kernel() == k

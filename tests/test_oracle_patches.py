@@ -99,20 +99,11 @@ def test_variant_key_differs_and_the_plain_key_is_unchanged():
     assert FC.localversion == "-tierlab-fault-count"
 
 
-def test_cached_variant_is_found_apart_from_the_plain_kernel(tmp_path, monkeypatch):
+def test_cached_variant_is_found_apart_from_the_plain_kernel(tmp_path, monkeypatch, cached_kernel_dir):
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(kernel, "source_version", lambda: VERSION)
     key = kernel.variant_key(VERSION, kernel.FRAGMENT.read_text(), FC)
-    d = kernel.kernel_dir(key, FC)
-    (d / "modules").mkdir(parents=True)
-    (d / "modules" / "order").write_text("")
-    (d / "release").write_text("6.12.117-tierlab-fault-count\n")
-    (d / "vmlinuz").write_bytes(b"")
-
-    def no_build(*a, **kw):
-        raise AssertionError("built a kernel that is cached")
-    monkeypatch.setattr(kernel, "_make", no_build)
-    monkeypatch.setattr(kernel, "_require_build_tools", no_build)
+    d = cached_kernel_dir(kernel.kernel_dir(key, FC), "6.12.117-tierlab-fault-count")
     assert kernel.cached_kernel() is None                   # the plain kernel is not built here
     k = build.ensure_kernel(name="tierlab-6.12+fault-count")
     assert k.package == d.name and k.release == "6.12.117-tierlab-fault-count"

@@ -63,6 +63,7 @@ def test_nothing_is_deferred_when_migrated_ptes_stay_dirty(table):
     assert table.attrs["migrc_pending_max_pages"] > 0
 
 
+@pytest.mark.slow   # two more columns at 20 % of the run (~2 min): make test-all
 def test_changes_hold_at_twice_the_length(table):
     """The remote-flush change at the test's length and at twice it stays within 10 points. Both
     must outlast the scan period's start-up transient (the reproduction's docstring): at 10 % and
