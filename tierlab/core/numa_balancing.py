@@ -22,10 +22,10 @@ the access path pays one compare.
 The scan period starts at task_scan_start() for the mm's RSS at the task's first tick and then
 moves as the kernel moves it: a promoted folio's fault is recorded by task_numa_fault() (the
 promotion's target is a top-tier node; only faults left on the slow tier return early), and the
-task's placement, once per pass, runs update_task_scan_period(), which in mode 2 (every recorded
-fault remote and private) slows it by 3/10 a pass -- or doubles it, when no fault was recorded
-since the last update (a first placement before any promotion) -- within [task_scan_min,
-task_scan_max] for the RSS then.
+task's placement, once per pass, runs update_task_scan_period(). Every recorded fault in mode 2 is
+remote and private, and the kernel's "nothing recorded" test is local + shared == 0, so each
+placement doubles the period, capped at task_scan_max() for the RSS then, and moves the mm's next
+scan that far out.
 
 Scanner simplifications: VMAs are the region slots an mm maps (read()-only page cache has no
 VMA); mode 1's faults on top-tier folios (which need the cpupid to tell private from shared), NUMA
@@ -753,17 +753,19 @@ NUMA_PERIOD_THRESHOLD = 7       # a fault share of 7/10 or more slows the scan
 @jit
 def update_task_scan_period(s, p, task, shared, private, j):
     """update_task_scan_period() at a task's placement, from the faults it recorded since the last
-    one: none at all (a first placement before any promotion) doubles the period, capped at its
-    numa_scan_period_max, and sets the mm's next scan that far from now; otherwise the period moves
-    by tenths of itself (rounded up): slower by max(1, ratio - 7) tenths when 7/10 or more of the
-    faults were private (ps_ratio) or else local (lr_ratio), faster by 7 - max(lr, ps) tenths
-    otherwise, clamped to [task_scan_min, task_scan_max] for the mm's RSS now, and the locality
-    counts start again. (The kernel doubles also after a failed migration of a recorded fault;
-    only promoted faults are recorded here, so none is counted: see task_numa_fault.)"""
+    one. The kernel tests local + shared == 0 (or a failed migration) to mean "no faults recorded":
+    then the period doubles, capped at numa_scan_period_max, and the mm's next scan moves that far
+    from now. A promoted fault is remote and private (task_numa_fault), so in mode 2 this branch is
+    the one every placement takes: the period doubles a pass up to task_scan_max(). Otherwise the
+    period moves by tenths of itself (rounded up): slower by max(1, ratio - 7) tenths when 7/10 or
+    more of the faults were private (ps_ratio) or else local (lr_ratio), faster by
+    7 - max(lr, ps) tenths otherwise, clamped to [task_scan_min, task_scan_max] for the mm's RSS
+    now, and the locality counts start again. (No failed migration is ever recorded here: only
+    promoted faults are, see task_numa_fault.)"""
     t = s.task[task]
     local = t.numa_faults_local
     remote = t.numa_faults_remote
-    if local + remote == 0:
+    if local + shared == 0:
         t.numa_scan_period = min(t.numa_scan_period_max, t.numa_scan_period << 1)
         s.mm[t.mm].numa_next_scan = j + msecs_to_jiffies(t.numa_scan_period)
         return
@@ -818,10 +820,10 @@ def task_numa_fault(s, p, task, nr, local, priv, now):
 
     A promoted fault is remote (TNF_FAULT_LOCAL is set only for a folio already on the faulting
     CPU's node) and private (a slow-tier folio's cpupid field holds its access time, so
-    last_cpupid is the unset value, which counts as a first, private access). With every recorded
-    fault private, each placement slows the scan by 3/10 of the period, up to task_scan_max():
-    the scan period of mode 2 is not fixed at task_scan_start() but grows while promotions happen
-    (the oracle's guest shows the same: docs/oracle.md, task_numa_work every 1.0-1.5 s and then
+    last_cpupid is the unset value, which counts as a first, private access). With local + shared
+    = 0, each placement doubles the period up to task_scan_max() (update_task_scan_period): the
+    scan period of mode 2 is not fixed at task_scan_start() but grows while promotions happen (the
+    oracle's guest shows the same: docs/oracle.md, task_numa_work every 1.0-1.5 s and then
     2-3.7 s). The faults of mode 1/3 on top-tier folios, which would need cpupid tracking, are not
     recorded (tierlab models only the tiering branch). Costs nothing in simulated time."""
     t = s.task[task]

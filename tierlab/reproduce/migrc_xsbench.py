@@ -43,15 +43,16 @@ The scan pace settles after a transient, and the run must outlast it. Each threa
 moves with the promotions it records (task_numa_fault -> update_task_scan_period,
 core/numa_balancing.py): the main thread starts at task_scan_start() (100 ms for this RSS), the
 others at scan_delay (1 s: init_numa_balancing staggers their node_stamp, so they never compute
-task_scan_start); each placement (once per pass) adds 3/10 of the period, or doubles it when nothing
-was recorded since the last, within [task_scan_min, task_scan_max] = [100, 2608] ms for the
-~5.8 GB RSS (60 s over 23 scan windows). mm->numa_next_scan is set by whichever thread's
-task_numa_work wins, to now + that thread's period, so the pace is the shortest period's until
-every thread is at 2608 ms, ~60-100 s into the full run; from then on migrations run at ~16-20 k
-pages/s full-size (the seed averages 5.7 k/s). The extrapolation takes the second half's rate, so
-that half must be past the transient: at fraction 0.02 it is not (before-column migrations 1.2e8),
-at 0.05, 0.1 and 0.2 the counts are 2.9e7, 3.1e7 and 3.2e7 and the remote-flush change -52 %,
--62 % and -63 % (one run each, k = 1). The default fraction is 0.1 (a ~190 s lookup phase).
+task_scan_start); each placement (once per pass) doubles it (update_task_scan_period), within
+[task_scan_min, task_scan_max] = [100, 2608] ms for the ~5.8 GB RSS (60 s over 23 scan
+windows). mm->numa_next_scan is set by whichever thread's task_numa_work wins, to now + that
+thread's period (and each doubling pushes it out by the new period), so the pace is the shortest
+period's until every thread is at 2608 ms; the migration rate settles ~90-100 s into the full run,
+at 12-21 k pages/s full-size (the seed averages 5.7 k/s). The extrapolation takes the second half's
+rate, so that half must be past the transient. At k = 1, one run each: fraction 0.05, 0.1 and 0.2
+give before-column migrations 2.9e7, 2.9e7 and 3.2e7 and a remote-flush change of -35 %, -58 %
+and -66 % (with the period growing by 3/10 a pass instead, as this model had it for a day, 0.02
+gave 1.2e8 migrations). The default fraction is 0.1 (a ~190 s lookup phase).
 
 PTE state (the crux of MIGRC's reach). XSBench writes every grid page once, so every PTE starts
 dirty, and MIGRC defers only read-only clean ones. A promoted page's new PTE is read-only
