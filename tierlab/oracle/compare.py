@@ -26,6 +26,7 @@ from ..workloads import make_workload
 from . import build, guest as guest_mod
 from .console import GuestResult, parse_console
 from .programs import guest_program
+from .scantrace import scan_summary
 
 # The model's counter -> the kernel's names summed for it (the kernel counts per zone type).
 SUMMED = {"pgalloc": "pgalloc_", "allocstall": "allocstall_"}
@@ -57,7 +58,8 @@ class OracleRun:
                                 "ratio": _num(r.ratio)} for r in t.itertuples()],
                 "mthp_comparison": [{"size": r.size, "stat": r.stat, "guest": _num(r.guest), "model": _num(r.model),
                                      "ratio": _num(r.ratio)} for r in self.mthp_table().itertuples()],
-                "guest": self.guest.to_dict(), "model": self.model.to_dict()}
+                "guest": self.guest.to_dict(), "model": self.model.to_dict(),
+                **({"scan": scan_summary(self.guest)} if self.spec.get("trace_scan") else {})}
 
 
 def _num(x):

@@ -204,11 +204,11 @@ def parse_scan_trace(lines: list[str]) -> pd.DataFrame:
         if not m:
             continue
         row = {"pid": int(m["pid"]), "comm": m["comm"].strip(), "cpu": int(m["cpu"]), "time_s": float(m["ts"]),
-               "event": m["event"]}
+               "event": m["event"], "where": m["where"].split(" <- ")[0].split("+")[0]}
         for k, v in _KV.findall(m["rest"]):
             row[k] = int(v, 0)
         rows.append(row)
-    cols = ["pid", "comm", "cpu", "time_s", "event", "period", "pmax", "tseq", "seq", "next", "jif", "ret"]
+    cols = ["pid", "comm", "cpu", "time_s", "event", "where", "period", "pmax", "tseq", "seq", "next", "jif", "ret"]
     df = pd.DataFrame(rows)
     for c in cols:
         if c not in df.columns:
@@ -241,31 +241,30 @@ def scan_calls(trace: pd.DataFrame, pid: int | None = None) -> pd.DataFrame:
 
 
 def placements(trace: pd.DataFrame, pid: int | None = None) -> pd.DataFrame:
-    """The task's placements (task_scan_max() called from task_numa_placement(): the task's seq just
-    set to the mm's; a call from inside task_numa_work, i.e. between its entry and return, is left
-    out), one row each with time_s, jif, seq, period_before (the period the placement starts from),
-    pmax (task_scan_max's result), and period_after (the period the next placement or
-    task_numa_work call reads)."""
+    """The task's placements: a task_scan_max() call whose return lands in task_numa_fault() (where
+    task_numa_placement() is inlined; the calls from init_numa_balancing() at a clone and from
+    task_numa_work() are left out, and so is the second call of one update, the +/- tenths
+    branch's clamp, at the same jiffy and pass). One row each with time_s, jif, seq, period_before
+    (the period the placement starts from), pmax (task_scan_max's result), and period_after (the
+    period the next placement or task_numa_work call reads; None when the trace ends first)."""
     pid = int(trace[trace.event == "tl_tnw"].pid.value_counts().idxmax()) if pid is None else pid
     ev = trace[trace.pid == pid]
-    rows, in_work, last = [], False, None
+    rows, pending = [], None
     for r in ev.itertuples():
         if r.event == "tl_tnw":
-            in_work = True
-        elif r.event == "tl_tnwr":
-            in_work = False
-            if rows and rows[-1].get("period_after") is None:
-                rows[-1]["period_after"] = int(r.period)
-        elif r.event == "tl_tsm" and not in_work:
-            if last is not None and last["jif"] == int(r.jif) and last["seq"] == int(r.seq):
-                continue                     # the clamp of the same update (+/- tenths branch)
-            last = {"time_s": r.time_s, "jif": int(r.jif), "seq": int(r.seq), "period_before": int(r.period),
-                    "pmax": None, "period_after": None}
             if rows and rows[-1]["period_after"] is None:
                 rows[-1]["period_after"] = int(r.period)
-            rows.append(last)
-        elif r.event == "tl_tsmr" and last is not None and last["pmax"] is None and not in_work:
-            last["pmax"] = int(r.ret)
+        elif r.event == "tl_tsm":
+            pending = r
+        elif r.event == "tl_tsmr" and pending is not None:
+            if r.where == "task_numa_fault":
+                last = rows[-1] if rows else None
+                if last is None or last["jif"] != int(pending.jif) or last["seq"] != int(pending.seq):
+                    if last is not None and last["period_after"] is None:
+                        last["period_after"] = int(pending.period)
+                    rows.append({"time_s": pending.time_s, "jif": int(pending.jif), "seq": int(pending.seq),
+                                 "period_before": int(pending.period), "pmax": int(r.ret), "period_after": None})
+            pending = None
     return pd.DataFrame(rows, columns=["time_s", "jif", "seq", "period_before", "pmax", "period_after"])
 
 
@@ -300,4 +299,66 @@ def predict_periods(start_ms: int, n: int, pmax_ms: int, rule: str = "double",
         else:
             p = min(max(p + 3 * (-(-p // 10)), pmin_ms), pmax_ms)
         out.append(p)
+    return out
+
+
+def workload_pid(guest) -> int | None:
+    """The workload's thread with the most task_numa_work calls (guest.task_ids), else any task's."""
+    tr = guest.scan_trace
+    if tr.empty or not (tr.event == "tl_tnw").any():
+        return None
+    counts = tr[tr.event == "tl_tnw"].pid.value_counts()
+    ours = [p for p in counts.index if p in set(guest.task_ids)]
+    return int(ours[0]) if ours else int(counts.idxmax())
+
+
+def rule_check(pl: pd.DataFrame) -> dict:
+    """Per placement whose result is known: does the period follow Linux's doubling
+    (min(pmax, 2 x before)) or the +3/10 step (model: every recorded fault private)?"""
+    known = pl.dropna(subset=["period_after"])
+    dbl = [int(r.period_after) == min(int(r.pmax), 2 * int(r.period_before)) for r in known.itertuples()]
+    ten = [int(r.period_after) == predict_periods(int(r.period_before), 1, int(r.pmax), "tenths")[0]
+           for r in known.itertuples()]
+    return {"placements_known": len(known), "doubling": sum(dbl), "tenths": sum(ten)}
+
+
+def scan_summary(guest) -> dict:
+    """What the scanner trace says for the workload's task: its task_numa_work calls (time, jiffies,
+    period, whether it scanned, the mm's pass), the placements and the period after each, and how
+    many placements follow the doubling rule and the +3/10 rule."""
+    pid = workload_pid(guest)
+    if pid is None:
+        return {"pid": None, "calls": 0, "scanned": 0, "start_ms": None, "periods_ms": [], "placements": [],
+                "call_list": [], "check": {}}
+    calls = scan_calls(guest.scan_trace, pid)
+    pl = placements(guest.scan_trace, pid)
+    start = int(calls.period.iloc[0]) if len(calls) else None
+    periods = [int(p) for p in pl.period_after.dropna()]
+    return {"pid": pid, "calls": len(calls), "scanned": int(calls.scanned.sum()) if len(calls) else 0,
+            "start_ms": start, "periods_ms": periods,
+            "placements": [{k: (None if pd.isna(v) else (float(v) if k == "time_s" else int(v)))
+                            for k, v in r.items()} for r in pl.to_dict(orient="records")],
+            "call_list": [{"time_s": float(r.time_s), "jif": int(r.jif), "period": int(r.period), "seq": int(r.seq),
+                           "scanned": bool(r.scanned)} for r in calls.itertuples()],
+            "check": rule_check(pl)}
+
+
+def format_scan(guest) -> list[str]:
+    """Text lines for `tierlab oracle --trace-scan`: the calls and the placements."""
+    s = scan_summary(guest)
+    if s["pid"] is None:
+        return ["scanner trace: no task_numa_work call recorded"]
+    out = [f"scanner trace (task {s['pid']}): {s['calls']} task_numa_work calls, {s['scanned']} scanned",
+           "  time_s    jiffies       period_ms  mm_seq  scanned"]
+    t0 = s["call_list"][0]["jif"] if s["call_list"] else 0
+    for c in s["call_list"]:
+        out.append(f"  {c['time_s']:8.3f}  +{c['jif'] - t0:<10d}  {c['period']:9d}  {c['seq']:6d}  {'yes' if c['scanned'] else 'no'}")
+    out.append("  placements (mm_seq: period before -> after, ceiling task_scan_max):")
+    for p in s["placements"]:
+        after = "?" if p["period_after"] is None else p["period_after"]
+        out.append(f"  {p['time_s']:8.3f}  seq {p['seq']}: {p['period_before']} -> {after} ms (max {p['pmax']})")
+    c = s["check"]
+    if c.get("placements_known"):
+        out.append(f"  rule: {c['doubling']} of {c['placements_known']} placements doubled the period, "
+                   f"{c['tenths']} added 3/10")
     return out
