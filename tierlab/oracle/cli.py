@@ -6,7 +6,9 @@
 
 Both take --kernel tierlab-6.12 to boot tierlab's own kernel (tierlab/oracle/kernel.py) instead of
 Debian's package, or --kernel tierlab-6.12+<set> for it with a patch set (kernel.PATCH_SETS), and
---count-decisions for the probes on should_numa_migrate_memory() (guest.DECISION_PROBES).
+--count-decisions for the probes on should_numa_migrate_memory() (guest.DECISION_PROBES), and
+--trace-scan for the NUMA scanner's pace (every task_numa_work() call and placement with the task's
+scan period; scantrace.py).
 """
 from __future__ import annotations
 
@@ -58,6 +60,10 @@ def format_run(run, all_counters: bool = False) -> str:
         rows = [[f"{r.size}/{r.stat}", _fmt_count(r.guest), _fmt_count(r.model), _fmt_ratio(r.ratio)]
                 for r in mt.itertuples()]
         lines += _table(["per-size THP stat", "guest", "model", "model/guest"], rows, right={1, 2, 3})
+    if s.get("trace_scan"):
+        from .scantrace import format_scan
+        lines.append("")
+        lines += format_scan(run.guest)
     lines.append("")
     lines.append("'-' in guest: Linux 6.12 has no such counter; pgalloc and allocstall are the kernel's per-zone counters summed")
     return "\n".join(lines)
@@ -82,7 +88,7 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
         from .suite import DOC, run_suite
         return run_suite(only=args.only, doc=None if args.no_doc else (args.doc or DOC), fmt=args.format,
                          log=_log, accel=args.accel, guest_kernel=args.kernel, icount=args.icount,
-                         count_decisions=args.count_decisions)
+                         count_decisions=args.count_decisions, trace_scan=args.trace_scan)
     if args.workload == "redis-memtier":
         from .redis import cmd_redis_memtier
         return cmd_redis_memtier(args, _key_values(args.param, "--param"), _key_values(args.set, "--set"))
@@ -97,7 +103,7 @@ def _cmd_oracle(args: argparse.Namespace) -> int:
                      machine=args.machine, scale=args.scale, cpus=args.cpus, seed=args.seed,
                      guest_settings=settings, program_args=_key_values(args.program_arg, "--program-arg"),
                      accel=args.accel, timeout_s=args.timeout, log=_log, guest_kernel=args.kernel,
-                     icount=args.icount, count_decisions=args.count_decisions)
+                     icount=args.icount, count_decisions=args.count_decisions, trace_scan=args.trace_scan)
     if args.transcript:
         with open(args.transcript, "w") as f:
             f.write(run.transcript)
@@ -155,6 +161,10 @@ def add_oracle_command(sub) -> None:
                    help="count should_numa_migrate_memory()'s calls and its refusals of slow-tier folios in the "
                         "guest with two kprobes (numa_should_migrate_calls, numa_latency_rejects: the RFC's own "
                         "debugging counts); suite: in the NUMA-balancing entries")
+    o.add_argument("--trace-scan", action="store_true",
+                   help="trace the NUMA scanner in the guest: every task_numa_work() call and placement with the "
+                        "task's numa_scan_period (kprobes; needs a kernel with BTF, i.e. Debian's); suite: in the "
+                        "NUMA-balancing entries")
     o.add_argument("--timeout", type=float, default=900, metavar="S", help="give up on the guest after S seconds")
     o.add_argument("--format", choices=("table", "json"), default="table", help="output on stdout")
     o.add_argument("--all", action="store_true", help="also list the guest's counters the model does not have")

@@ -26,6 +26,7 @@ from ..workloads import make_workload
 from . import build, guest as guest_mod
 from .console import GuestResult, parse_console
 from .programs import guest_program
+from .scantrace import scan_summary
 
 # The model's counter -> the kernel's names summed for it (the kernel counts per zone type).
 SUMMED = {"pgalloc": "pgalloc_", "allocstall": "allocstall_"}
@@ -57,7 +58,8 @@ class OracleRun:
                                 "ratio": _num(r.ratio)} for r in t.itertuples()],
                 "mthp_comparison": [{"size": r.size, "stat": r.stat, "guest": _num(r.guest), "model": _num(r.model),
                                      "ratio": _num(r.ratio)} for r in self.mthp_table().itertuples()],
-                "guest": self.guest.to_dict(), "model": self.model.to_dict()}
+                "guest": self.guest.to_dict(), "model": self.model.to_dict(),
+                **({"scan": scan_summary(self.guest)} if self.spec.get("trace_scan") else {})}
 
 
 def _num(x):
@@ -146,11 +148,12 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
                machine: str = "qemu-2node", scale: float = 1.0, cpus: int = guest_mod.DEFAULT_CPUS,
                seed: int = 0, guest_settings: dict | None = None, program_args: dict | None = None,
                accel: str = "tcg", timeout_s: float = 900, log=None, guest_kernel: str | None = None,
-               icount: str | None = None, count_decisions: bool = False) -> OracleRun:
+               icount: str | None = None, count_decisions: bool = False, trace_scan: bool = False) -> OracleRun:
     """Run `workload` in the guest and in the model on the same configuration (module docstring).
     `guest_kernel` tierlab-6.12+<set> runs the model with the set's knobs (kernel.PATCH_SETS);
     `count_decisions` adds the guest's probes on should_numa_migrate_memory() (guest.DECISION_PROBES:
-    numa_should_migrate_calls, numa_latency_rejects)."""
+    numa_should_migrate_calls, numa_latency_rejects); `trace_scan` the scanner probes (scantrace.py:
+    every task_numa_work() call and placement with the task's scan period, in guest.scan_trace)."""
     from .. import api
 
     from .kernel import patch_set_of
@@ -168,7 +171,8 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
     program, args, files = guest_program(w, seed, program_args)
     settings = dict(guest_mod.MODEL_GUEST_SETTINGS if guest_settings is None else guest_settings)
     booted = guest_mod.boot(m, program, args, files, kernel, settings, timeout_s=timeout_s, accel=accel, log=log,
-                            guest_kernel=guest_kernel, icount=icount, count_decisions=count_decisions)
+                            guest_kernel=guest_kernel, icount=icount, count_decisions=count_decisions,
+                            trace_scan=trace_scan)
     g = parse_console(booted.transcript)
     if g.exit_status != 0 or g.errors:
         raise guest_mod.GuestError(f"the guest's workload failed (exit status {g.exit_status}): "
@@ -184,6 +188,6 @@ def run_oracle(workload: str, params: dict | None = None, knobs: dict | None = N
     spec = {"workload": workload, "params": params, "knobs": knobs, "machine": machine, "scale": scale,
             "cpus": cpus, "seed": seed, "guest_settings": settings, "program_args": dict(program_args or {}),
             "accel": accel, "icount": icount, "guest_kernel": booted.kernel_package,
-            "count_decisions": count_decisions}
+            "count_decisions": count_decisions, "trace_scan": trace_scan}
     return OracleRun(spec=spec, guest=g, model=res, machine=m, model_machine=mm.to_dict(),
                      transcript=booted.transcript, wall_s=booted.wall_s, warnings=warnings)

@@ -15,6 +15,8 @@ The guest's run script (tierlab.oracle.guest.run_script) and programs print line
     @@tierlab begin kprobe_profile before|after, begin trace_stats after   the decision probes
         (guest.DECISION_PROBES, when the run asked for them): numa_should_migrate_calls and
         numa_latency_rejects in `counters`
+    @@tierlab begin scantrace after, begin scantrace_stats after   the scanner probes (--trace-scan,
+        scantrace.py): `scan_trace`
     @@tierlab exit STATUS                    the program's exit status
     @@tierlab error TEXT                     something went wrong in the guest
 
@@ -70,6 +72,9 @@ class GuestResult:
     numa_scan_seq: int | None = None   # mm->numa_scan_seq after the workload: NUMA scanner passes completed
     # per-size THP stats (hugepages-<size>kB/stats/*) after - before, indexed like the model's Result.mthp
     mthp: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # --trace-scan: the scanner probes' events (scantrace.parse_scan_trace), empty without them
+    scan_trace: pd.DataFrame = field(default_factory=pd.DataFrame)
+    task_ids: list = field(default_factory=list)  # the workload's threads (from the taskT.sched dumps)
 
     def node_tier(self) -> dict[int, int]:
         """node -> memory tier id, as the guest placed them."""
@@ -205,8 +210,16 @@ def parse_console(text: str) -> GuestResult:
                       marks_s=pd.DataFrame(columns=["task", "mark", "time_s"]), run_time_s=float("nan"))
     res.mthp = _mthp(blocks)
     _decisions(blocks, res)
+    if ("scantrace", "after") in blocks:
+        from .scantrace import parse_scan_trace
+        res.scan_trace = parse_scan_trace(blocks[("scantrace", "after")])
+        lost = sum(int(m.group(2)) for m in map(_STAT.match, (ln.strip() for ln in blocks.get(("scantrace_stats", "after"), [])))
+                   if m and m.group(1) == "overrun")
+        if lost:
+            res.errors.append(f"the scanner trace lost {lost} events (ring buffer overrun)")
     for (what, when), body in blocks.items():
         if what.startswith("task") and what.endswith(".sched"):
+            res.task_ids.append(int(what[4:-6]))
             for ln in body:
                 if ln.startswith("mm->numa_scan_seq"):
                     res.numa_scan_seq = int(ln.split(":")[1])

@@ -274,12 +274,18 @@ def decision_probe_lines(slow_nodes: list[int]) -> tuple[list[str], list[str], l
 
 
 def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: dict[str, str],
-               disk: bool, pset=None, decisions: list[int] | None = None) -> str:
+               disk: bool, pset=None, decisions: list[int] | None = None, scan_offsets: dict | None = None) -> str:
     """/run.sh: mount the disk, write settings and knobs (and report them), dump the counters
     before, run the workload, dump them after. Lines the host parses start with @@tierlab.
     `decisions`: the slow nodes on which to count should_numa_migrate_memory()'s refusals
-    (DECISION_PROBES; with every call), or None for no probes."""
+    (DECISION_PROBES; with every call), or None for no probes. `scan_offsets`: the kernel's struct
+    offsets for the scanner probes (scantrace.py, --trace-scan), or None."""
     probe_setup, probe_start, probe_stop = decision_probe_lines(decisions) if decisions is not None else ([], [], [])
+    probe_final = []
+    if scan_offsets is not None:
+        from .scantrace import scan_probe_lines
+        s_setup, s_start, s_stop, probe_final = scan_probe_lines(scan_offsets)
+        probe_setup, probe_start, probe_stop = probe_setup + s_setup, probe_start + s_start, probe_stop + s_stop
     lines = [
         "w() { printf '%s' \"$2\" > \"$1\" || echo \"@@tierlab error cannot write $2 to $1\"; }",
         "dump() {",
@@ -340,6 +346,7 @@ def run_script(program: str, args: list[str], kernel: Kernel, guest_settings: di
         "else",
         "  wait $pid; echo \"@@tierlab exit $?\"; dump after",
         "fi",
+        *probe_final,
     ]
     return "\n".join(lines) + "\n"
 
@@ -363,7 +370,7 @@ def require_qemu() -> str:
 def boot(machine: Machine, program: str, args: list[str], files: dict, kernel: Kernel,
          guest_settings: dict[str, str] | None = None, timeout_s: float = 900, accel: str = "tcg",
          log=None, guest_kernel: str | None = None, icount: str | None = None,
-         count_decisions: bool = False) -> Boot:
+         count_decisions: bool = False, trace_scan: bool = False) -> Boot:
     """Build (or take from the cache) everything, boot `machine` (a `guest_machine`) on
     `guest_kernel` (build.kernel_package's choice), run `program` with `args` over a disk holding
     `files`, and return the console transcript."""
@@ -375,6 +382,10 @@ def boot(machine: Machine, program: str, args: list[str], files: dict, kernel: K
                         decisions=slow)  # refuses bad knobs first
     require_qemu()
     gk = build.ensure_kernel(log, guest_kernel)
+    if trace_scan:
+        from .scantrace import scan_offsets
+        script = run_script(program, args, kernel, settings, disk=bool(files), pset=pset, decisions=slow,
+                            scan_offsets=scan_offsets(gk.vmlinuz.parent, gk.vmlinuz))
     base = build.ensure_base_initramfs(gk, log)
     disk = build.ensure_disk(files, log)
     with tempfile.TemporaryDirectory(prefix="tierlab-oracle-") as tmp:

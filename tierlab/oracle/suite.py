@@ -189,7 +189,7 @@ class EntryResult:
 
 
 def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None = None,
-              icount: str | None = None, count_decisions: bool = False) -> EntryResult:
+              icount: str | None = None, count_decisions: bool = False, trace_scan: bool = False) -> EntryResult:
     from .. import api
     res = EntryResult(e)
     run = None
@@ -199,12 +199,16 @@ def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None =
         run = run_oracle(e.workload, e.params, e.knobs, machine=e.machine, scale=e.scale, cpus=e.cpus,
                          seed=e.seed, guest_settings=e.guest_settings, accel=accel, log=log,
                          guest_kernel=guest_kernel, icount=icount,
-                         count_decisions=count_decisions and int(e.knobs.get("numa_balancing", 0)) > 0)
+                         count_decisions=count_decisions and int(e.knobs.get("numa_balancing", 0)) > 0,
+                         trace_scan=trace_scan and int(e.knobs.get("numa_balancing", 0)) > 0)
         res.guest.append({c: _value(run.guest.counters, c) for c in MECHANISMS[e.mechanism].rows})
         res.info.setdefault("guest_run_time_s", []).append(round(run.guest.run_time_s, 2))
         res.info.setdefault("guest_wall_s", []).append(round(run.wall_s, 1))
         res.info.setdefault("numa_scan_seq", []).append(run.guest.numa_scan_seq)
         res.info.setdefault("warnings", []).extend(run.warnings)
+        if run.spec.get("trace_scan"):
+            from .scantrace import scan_summary
+            res.info.setdefault("scan", []).append(scan_summary(run.guest))
     res.model = {c: _value(run.model.counters, c) for c in MECHANISMS[e.mechanism].rows}
     res.info.update(kernel=run.guest.kernel, icount=icount, model_sim_time_s=round(run.model.sim_time_s, 3),
                     model_knobs=run.model.config["knobs"],
@@ -261,6 +265,10 @@ def markdown(results: list[EntryResult]) -> str:
                        + (f". Guest NUMA scanner passes (mm->numa_scan_seq): {i['numa_scan_seq']}"
                           if r.r and any(i.get("numa_scan_seq") or []) else "")
                        + ".\n")
+            for k, sc in enumerate(i.get("scan") or []):
+                out.append(f"Guest run {k + 1}, NUMA scan period after each placement (ms): "
+                           f"{sc['start_ms']} -> {' -> '.join(map(str, sc['periods_ms'])) or '(none)'}; "
+                           f"task_numa_work calls {sc['calls']} (scanned {sc['scanned']}).\n")
             for w in sorted(set(i.get("warnings", []))):
                 out.append(f"WARNING: {w}\n")
             head = ["counter", "guest (runs)", "model", "model/guest"]
@@ -313,7 +321,8 @@ def doc_tables(path: str | Path = DOC) -> dict:
 
 
 def run_suite(only=None, doc: str | Path | None = DOC, fmt: str = "table", log=None, accel: str = "tcg",
-              guest_kernel: str | None = None, icount: str | None = None, count_decisions: bool = False) -> int:
+              guest_kernel: str | None = None, icount: str | None = None, count_decisions: bool = False,
+              trace_scan: bool = False) -> int:
     entries = ENTRIES
     if only:
         unknown = set(only) - {e.name for e in ENTRIES}
@@ -321,7 +330,7 @@ def run_suite(only=None, doc: str | Path | None = DOC, fmt: str = "table", log=N
             raise ConfigError(f"--only: unknown entry {sorted(unknown)[0]!r}; accepted: {', '.join(e.name for e in ENTRIES)}")
         entries = [e for e in ENTRIES if e.name in only]
     results = [run_entry(e, log=log, accel=accel, guest_kernel=guest_kernel, icount=icount,
-                         count_decisions=count_decisions) for e in entries]
+                         count_decisions=count_decisions, trace_scan=trace_scan) for e in entries]
     text = markdown(results)
     if fmt == "json":
         print(json.dumps([{"entry": r.entry.name, "mechanism": r.entry.mechanism, "r": r.r, "info": r.info,
