@@ -36,6 +36,20 @@ def reproduction():
     return get
 
 
+@pytest.fixture(scope="session")
+def oracle_guest():
+    """Skip unless the oracle's guest can run here: QEMU, busybox, cpio and the guest programs
+    (built once). The guest tests' own fixtures add what else they need (a kernel, mkfs.ext4)."""
+    from tierlab.oracle import build, guest
+    try:
+        guest.require_qemu()
+        build.find_busybox()
+        build.require_tool("cpio", "cpio")
+        build.ensure_programs()
+    except build.Unavailable as e:
+        pytest.skip(f"the oracle's guest cannot be built here: {e}")
+
+
 @pytest.fixture
 def cached_kernel_dir(monkeypatch):
     """make(d, release): lay out `d` as a built, cached kernel of `release` (tierlab/oracle/kernel.py)

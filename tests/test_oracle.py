@@ -357,13 +357,9 @@ def test_doc_tables_read_back_the_generated_block():
 # ---- a real guest --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def guest_ready():
+def guest_ready(oracle_guest):
     try:
-        guest.require_qemu()
-        build.find_busybox()
-        build.require_tool("cpio", "cpio")
         build.require_tool("mkfs.ext4", "e2fsprogs")
-        build.ensure_programs()
         build.ensure_kernel()
     except build.Unavailable as e:
         pytest.skip(f"the oracle's guest cannot be built here: {e}")

@@ -138,15 +138,7 @@ def test_demotion_entry_shows_the_tlb_counters_the_guest_has():
 # ---- a real guest on our kernel ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def own_kernel():
-    from tierlab.oracle import guest
-    try:
-        guest.require_qemu()
-        build.find_busybox()
-        build.require_tool("cpio", "cpio")
-        build.ensure_programs()
-    except build.Unavailable as e:
-        pytest.skip(f"the oracle's guest cannot be built here: {e}")
+def own_kernel(oracle_guest):
     k = kernel.cached_kernel()
     if k is None:
         pytest.skip(f"tierlab's kernel is not built (it takes many minutes; tests never build it): build it once "

@@ -200,14 +200,7 @@ def test_decision_probes_script_and_counts():
 # ---- a real guest on the patched kernel ------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def fault_count_kernel():
-    try:
-        guest.require_qemu()
-        build.find_busybox()
-        build.require_tool("cpio", "cpio")
-        build.ensure_programs()
-    except build.Unavailable as e:
-        pytest.skip(f"the oracle's guest cannot be built here: {e}")
+def fault_count_kernel(oracle_guest):
     k = kernel.cached_kernel(FC)
     if k is None:
         pytest.skip(f"{FC.kernel_name} is not built (it takes many minutes; tests never build it): build it once "

@@ -84,12 +84,8 @@ def test_tierlab_kernel_without_btf_is_refused(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def guest_ready():
+def guest_ready(oracle_guest):
     try:
-        guest.require_qemu()
-        build.find_busybox()
-        build.require_tool("cpio", "cpio")
-        build.ensure_programs()
         build.ensure_kernel()
     except build.Unavailable as e:
         pytest.skip(f"the oracle's guest cannot be built here: {e}")
