@@ -822,9 +822,9 @@ def task_numa_fault(s, p, task, nr, local, priv, now):
     CPU's node) and private (a slow-tier folio's cpupid field holds its access time, so
     last_cpupid is the unset value, which counts as a first, private access). With local + shared
     = 0, each placement doubles the period up to task_scan_max() (update_task_scan_period): the
-    scan period of mode 2 is not fixed at task_scan_start() but grows while promotions happen (the
-    oracle's guest shows the same: docs/oracle.md, task_numa_work every 1.0-1.5 s and then
-    2-3.7 s). The faults of mode 1/3 on top-tier folios, which would need cpupid tracking, are not
+    scan period of mode 2 is not fixed at task_scan_start() but grows while promotions happen. The
+    oracle's Linux 6.12 guest does the same: traced, 1000 -> 2000 -> 4000 -> 8000 ms, every
+    placement doubling (docs/oracle.md, "The NUMA scan period in tiering mode"). The faults of mode 1/3 on top-tier folios, which would need cpupid tracking, are not
     recorded (tierlab models only the tiering branch). Costs nothing in simulated time."""
     t = s.task[task]
     j = jiffies_at(p, now)
