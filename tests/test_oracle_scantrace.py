@@ -52,10 +52,17 @@ def test_parse_captured_trace():
 
 
 def test_rule_arithmetic():
+    """The guest's bounds as the model computes them (core/numa_balancing.py, the kernel's defaults
+    at scale 1), then the two rules the trace is checked against."""
+    import numpy as np
+    from tierlab.core.numa_balancing import task_scan_max_ms, task_scan_min_ms
+    from tierlab.core.params import NR_PARAMS, P
+    p = np.zeros(NR_PARAMS)
+    p[P.SCALE], p[P.SCAN_SIZE_MB], p[P.SCAN_PERIOD_MIN_MS], p[P.SCAN_PERIOD_MAX_MS] = 1.0, 256, 1000, 60000
     mib = 256
-    assert scantrace.task_scan_min_ms(384 * mib) == 500 and scantrace.task_scan_max_ms(384 * mib) == 30000
-    assert scantrace.task_scan_min_ms(200 * mib) == 1000 and scantrace.task_scan_max_ms(200 * mib) == 60000
-    assert scantrace.task_scan_min_ms(4096 * mib) == 100          # the floor: 1000 / (2560 / 256)
+    assert task_scan_min_ms(p, 384 * mib) == 500 and task_scan_max_ms(p, 384 * mib) == 30000
+    assert task_scan_min_ms(p, 200 * mib) == 1000 and task_scan_max_ms(p, 200 * mib) == 60000
+    assert task_scan_min_ms(p, 4096 * mib) == 100          # the floor: 1000 / (2560 / 256)
     assert scantrace.predict_periods(1000, 6, 30000) == [2000, 4000, 8000, 16000, 30000, 30000]
     assert scantrace.predict_periods(166, 3, 10000, "tenths", 166) == [217, 283, 370]
 

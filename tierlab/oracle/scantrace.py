@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -172,18 +173,13 @@ def scan_probe_lines(offs: dict[str, dict[str, int]]) -> tuple[list[str], list[s
     setup = ["T=/sys/kernel/debug/tracing",
              "sprobe() { echo \"$1\" >> $T/kprobe_events 2>/dev/null || echo \"@@tierlab error kprobe '$1' refused\"; }",
              "echo 8192 > $T/buffer_size_kb"]
-    setup += [f"sprobe {shlex_quote(d)}" for d in probe_defs(offs)]
+    setup += [f"sprobe {shlex.quote(d)}" for d in probe_defs(offs)]
     setup += [f"echo 1 > $T/events/kprobes/{p}/enable" for p in PROBES]
     start = ["echo > $T/trace"]
     stop = [f"echo 0 > $T/events/kprobes/{p}/enable" for p in PROBES]
     final = ["echo \"@@tierlab begin scantrace after\"; cat $T/trace; echo '@@tierlab end'",
              "echo \"@@tierlab begin scantrace_stats after\"; cat $T/per_cpu/cpu*/stats; echo '@@tierlab end'"]
     return setup, start, stop, final
-
-
-def shlex_quote(s: str) -> str:
-    import shlex
-    return shlex.quote(s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,21 +268,6 @@ def placements(trace: pd.DataFrame, pid: int | None = None) -> pd.DataFrame:
 # the rule
 
 
-def task_scan_min_ms(rss_pages: int, scan_size_mb: int = 256, period_min_ms: int = 1000) -> int:
-    """task_scan_min(): period_min over the RSS's 256 MB windows, floored at 100 ms (1000 / (2560 / scan_size))."""
-    windows = 2560 // scan_size_mb if scan_size_mb < 2560 else 1
-    nr = scan_size_mb << 8
-    w = -(-max(rss_pages, 1) // nr) if rss_pages > 0 else 1
-    return max(1000 // windows, period_min_ms // w)
-
-
-def task_scan_max_ms(rss_pages: int, scan_size_mb: int = 256, period_max_ms: int = 60000,
-                     period_min_ms: int = 1000) -> int:
-    nr = scan_size_mb << 8
-    w = -(-rss_pages // nr) if rss_pages > 0 else 1
-    return max(task_scan_min_ms(rss_pages, scan_size_mb, period_min_ms), period_max_ms // w)
-
-
 def predict_periods(start_ms: int, n: int, pmax_ms: int, rule: str = "double",
                     pmin_ms: int = 0) -> list[int]:
     """The period after each of `n` placements from `start_ms`: rule 'double' (Linux's branch for no
@@ -316,9 +297,10 @@ def rule_check(pl: pd.DataFrame) -> dict:
     """Per placement whose result is known: does the period follow Linux's doubling
     (min(pmax, 2 x before)) or the +3/10 step (model: every recorded fault private)?"""
     known = pl.dropna(subset=["period_after"])
-    dbl = [int(r.period_after) == min(int(r.pmax), 2 * int(r.period_before)) for r in known.itertuples()]
-    ten = [int(r.period_after) == predict_periods(int(r.period_before), 1, int(r.pmax), "tenths")[0]
-           for r in known.itertuples()]
+    def follows(r, rule):
+        return int(r.period_after) == predict_periods(int(r.period_before), 1, int(r.pmax), rule)[0]
+    dbl = [follows(r, "double") for r in known.itertuples()]
+    ten = [follows(r, "tenths") for r in known.itertuples()]
     return {"placements_known": len(known), "doubling": sum(dbl), "tenths": sum(ten)}
 
 
