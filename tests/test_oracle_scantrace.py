@@ -99,14 +99,15 @@ def guest_ready(oracle_guest):
 
 
 def test_guest_scan_period_doubles_at_each_placement(guest_ready):
-    """promote-anon, shortened (~20 s wall): in tiering mode every recorded fault is a promotion,
+    """promote-anon (4 M accesses, ~25 s of guest time: a 1.5 M run once ended before any placement under
+    TCG timing): in tiering mode every recorded fault is a promotion,
     private and remote, so update_task_scan_period() sees local + shared == 0 and doubles the
     period at each placement (capped at task_scan_max)."""
     from tierlab.machine import Machine
     from tierlab.oracle.programs import guest_program
     from tierlab.workloads import make_workload
     m = guest.guest_machine(Machine.load("qemu-2node").scaled(4), 2)
-    w = make_workload("random-read", {"target": "anon", "file_size": "1536MiB", "accesses": 1_500_000}, scale=4)
+    w = make_workload("random-read", {"target": "anon", "file_size": "1536MiB", "accesses": 4_000_000}, scale=4)
     program, args, files = guest_program(w, 0, None)
     b = guest.boot(m, program, args, files, Kernel(demotion_enabled=1, numa_balancing=2), timeout_s=300,
                    trace_scan=True)
