@@ -188,6 +188,9 @@ def test_reproduction_small_scale(reproduction):
         assert sim["numa_hint_faults_local"] == 0
         assert sim["pgpromote_success"] <= sim["pgpromote_candidate"]
         assert sim["p999_latency_ms"] < 1048.576          # memtier drops what it cannot record
+        # how the scanner spent its passes (hint_fault.scan_walk): calls, and updating ranges' share
+        assert df.attrs[f"scan_calls_per_pass_{col}"] >= 1
+        assert 0 < df.attrs[f"scan_ranges_updated_share_{col}"] <= 1
 
 
 @pytest.mark.slow

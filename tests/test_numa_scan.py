@@ -40,10 +40,18 @@ def _sim(numa_balancing=2, dram_pages=64):
     return sim
 
 
+WALK = ("numa_scan_calls", "numa_scan_walked_pages", "numa_scan_ranges", "numa_scan_ranges_updated")
+
+
 def _pass(sim, now_ms):
     before = counters(sim)["numa_pte_updates"]
     cost = task_numa_work(sim.state, sim.p, 0, np.int64(now_ms) * 1_000_000)
     return counters(sim)["numa_pte_updates"] - before, cost
+
+
+def _walk(sim):
+    c = counters(sim)
+    return tuple(int(c[k]) for k in WALK)
 
 
 def test_ranges_are_huge_page_aligned_and_an_updating_range_uses_the_budget():
@@ -57,8 +65,11 @@ def test_ranges_are_huge_page_aligned_and_an_updating_range_uses_the_budget():
     for k in range(4):
         lo, hi = FILE + 512 * k, FILE + 512 * (k + 1)
         expect = int(((on_cxl >= lo) & (on_cxl < hi)).sum())
+        assert expect > 0
         n, cost = _pass(sim, 1000 + k)
         assert n == expect
+        # tierlab's walk counters: one call, one range of 512 pages, and it updated
+        assert _walk(sim) == (k + 1, 512 * (k + 1), k + 1, k + 1)
         assert cost == 512 * pte_ns + expect * upd_ns
         assert s.mm[0]["numa_scan_offset"] == hi
         for x in range(lo, hi):
@@ -72,6 +83,7 @@ def test_ranges_are_huge_page_aligned_and_an_updating_range_uses_the_budget():
     n, cost = _pass(sim, 2000)
     assert n == 0 and cost == ANON * pte_ns
     assert s.mm[0]["numa_scan_offset"] == FILE + ANON
+    assert _walk(sim) == (5, 4 * 512 + ANON, 4 + 4, 4)          # four 512-page ranges, none updated
     # a larger budget runs past the last VMA: reset_ptenuma_scan() puts the cursor at the start
     sim.set_knobs(scan_size_mb=2)
     n, cost = _pass(sim, 3000)

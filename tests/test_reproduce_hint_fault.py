@@ -44,6 +44,14 @@ def test_one_decision_call_per_hint_fault(table):
         assert sim["numa_should_migrate_calls"] == sim["numa_hint_faults"] > 0
 
 
+def test_scan_walk_per_pass(table):
+    """The scanner's calls per pass and the share of its ranges that updated a PTE are reported
+    (hint_fault.scan_walk): at least one call a pass, and the share a fraction."""
+    for col in ("default", "patched"):
+        assert table.attrs[f"scan_calls_per_pass_{col}"] >= 1
+        assert 0 < table.attrs[f"scan_ranges_updated_share_{col}"] < 1
+
+
 def test_two_scales_agree(table):
     k = table.attrs["loads_in_flight_k"]
     m = with_loads_in_flight(Machine.load("bergamo-cxl"), k)

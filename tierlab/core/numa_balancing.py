@@ -576,6 +576,8 @@ def task_numa_work(s, p, task, now):
     reset_period = msecs_to_jiffies(VMA_PID_RESET_FACTOR * np.int64(p[P.SCAN_DELAY_MS]))
     walked = 0
     updated = 0
+    ranges = 0
+    ranges_updated = 0
     pids_skipped = False
     pids_forced = False
     while True:                                   # retry_pids
@@ -621,8 +623,10 @@ def task_numa_work(s, p, task, now):
                 n = change_prot_numa(s, mm, sender, x, end, stamp, skip_toptier, tiering, restamp)
                 updated += n
                 walked += end - x
+                ranges += 1
                 if n > 0:
                     pages -= end - x
+                    ranges_updated += 1
                 virtpages -= end - x
                 x = end
                 if pages <= 0 or virtpages <= 0:
@@ -642,6 +646,12 @@ def task_numa_work(s, p, task, now):
         s.mm[mm].numa_scan_offset = x
     else:
         reset_ptenuma_scan(s, mm)
+    if walked > 0:
+        nid = s.cpu[sender].node
+        s.counters[nid, Vm.NUMA_SCAN_CALLS] += 1
+        s.counters[nid, Vm.NUMA_SCAN_WALKED_PAGES] += walked
+        s.counters[nid, Vm.NUMA_SCAN_RANGES] += ranges
+        s.counters[nid, Vm.NUMA_SCAN_RANGES_UPDATED] += ranges_updated
     return walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS]
 
 

@@ -98,6 +98,13 @@ class Vm(IntEnum):
     PROMOTE_RATE_LIMITED_PAGES = 66      # candidates numa_promotion_rate_limit() throttled
     MISPLACED_NO_ROOM_PAGES = 67         # refused by migrate_balanced_pgdat(): dst would fall below WMARK_HIGH
     MISPLACED_ISOLATE_FAILED_PAGES = 68  # refused by folio_isolate_lru() (in an lru_add batch, or isolated)
+    # tierlab's own: the NUMA scanner's walk (task_numa_work), charged to the scanning task's node --
+    # calls that walked anything, virtual pages walked, and the ranges among them that updated a PTE
+    # (each uses its length of the scan_size_mb budget; the others only of the 8x virtual budget)
+    NUMA_SCAN_CALLS = 69
+    NUMA_SCAN_WALKED_PAGES = 70
+    NUMA_SCAN_RANGES = 71
+    NUMA_SCAN_RANGES_UPDATED = 72
 
 
 class MthpStat(IntEnum):

@@ -50,6 +50,17 @@ CXL_NODE = 2
 K_START = 6.5      # the thread's ~10 ms per 262144 CXL loads: 38 ns against a 250 ns line
 
 
+def scan_walk(counters, passes: int) -> dict:
+    """How the NUMA scanner spent its passes (tierlab's numa_scan_* counters, core/vmstat.py):
+    task_numa_work() calls per pass of the mm (numa_scan_seq), and the share of the walked ranges
+    that updated a PTE -- each such range uses up its length of the scan_size_mb budget, the others
+    only of the 8x virtual one, so this share sets how long a pass takes. Calls per pass and the
+    share do not depend on --scale (the budgets are divided by it like the memory)."""
+    ranges = float(counters["numa_scan_ranges"])
+    return {"scan_calls_per_pass": float(counters["numa_scan_calls"]) / max(passes, 1),
+            "scan_ranges_updated_share": float(counters["numa_scan_ranges_updated"]) / ranges if ranges else 0.0}
+
+
 def with_loads_in_flight(machine: Machine, k: float) -> Machine:
     """The machine with every node's random-line latency divided by k (loads in flight)."""
     return machine.with_costs(rand_line_ns=[nd.rand_line_ns / k for nd in machine.nodes])
@@ -64,6 +75,7 @@ def run_column(machine: Machine, scale: float, patched: bool, visits: int = 192,
     out = {k: float(res.counters[k]) * scale for k in COUNTERS}
     out["score_us"] = res.summary["score_us"] * scale
     out["numa_scan_seq"] = float(res.processes.numa_scan_seq[0])
+    out["scan_walk"] = scan_walk(res.counters, int(res.processes.numa_scan_seq[0]))
     log = res.hint_latency
     if not patched and len(log):
         out["latency_sample_max_ms"] = float(log.latency.max())
@@ -143,7 +155,7 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     sim = {}
     for col, vals in (("default", default), ("patched", patched)):
         for key, v in vals.items():
-            if key != "visit_s":
+            if key not in ("visit_s", "scan_walk"):
                 sim[(f"{E}-{col}", key)] = v
     # should_numa_migrate_memory() is called once per hint fault in the model: the calls restate the faults
     out = table(pub, sim, calibrated={(f"{E}-default", "score_us")},
@@ -154,4 +166,7 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     out.attrs["calibrate_scale"] = cal_scale
     out.attrs["visit_s_default"] = default["visit_s"]
     out.attrs["visit_s_patched"] = patched["visit_s"]
+    for col, vals in (("default", default), ("patched", patched)):
+        for key, v in vals["scan_walk"].items():
+            out.attrs[f"{key}_{col}"] = v
     return out

@@ -38,7 +38,7 @@ from ..kernel import Kernel
 from ..machine import Machine
 from ..workloads import make_workload
 from . import published, register, table, worker_count
-from .hint_fault import KNOBS, PARAMS, PATCHED
+from .hint_fault import KNOBS, PARAMS, PATCHED, scan_walk
 
 E = "hint-fault-memtier"
 COUNTERS = ("numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated",
@@ -66,6 +66,7 @@ def run_column(scale: float, patched: bool, request_cpu_ns: float, requests: int
     out.update({k: float(res.summary[v]) for k, v in REPORT.items()})
     for k in ("latency_count", "duration_s", "rounds", "latency_truncated"):
         out[k] = res.summary[k]
+    out["scan_walk"] = scan_walk(res.counters, int(res.processes.numa_scan_seq[0]))
     out["latency_count"] *= scale
     return out
 
@@ -124,7 +125,8 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     sim = {}
     for col, vals in (("default", default), ("patched", patched)):
         for key, v in vals.items():
-            sim[(f"{E}-{col}", key)] = v
+            if key != "scan_walk":
+                sim[(f"{E}-{col}", key)] = v
     # hits, misses and KB/s are the column's Ops/s split by the key process and the RESP bytes
     out = table(pub, sim, calibrated={(f"{E}-default", "ops_per_sec")},
                 derived={(f"{E}-{col}", m) for col in ("default", "patched")
@@ -135,4 +137,6 @@ def reproduce(scale: float = 16.0, progress: bool = False, jobs: int | None = No
     for col, vals in (("default", default), ("patched", patched)):
         for key in ("numa_should_migrate_calls", "numa_latency_rejects", "latency_count", "duration_s") + REFUSALS:
             out.attrs[f"{key}_{col}"] = vals[key]
+        for key, v in vals["scan_walk"].items():
+            out.attrs[f"{key}_{col}"] = v
     return out
