@@ -27,6 +27,23 @@ class TaskInput:
         self.pos = np.zeros(ntasks, np.int64)
         self.added = np.zeros(ntasks, np.int64)     # ops appended so far, per task
         self.peak_ops = 0                           # the most ops held at once (memory: 9 bytes each)
+        # two (pages, ops) buffers, the input in one and the next append written into the other: a
+        # chunk's ~4 M ops are ~36 MB, which a fresh array per chunk would take from the kernel
+        # (mmap) and fault in page by page every time
+        self._bufs = [(np.zeros(0, np.int64), np.zeros(0, np.uint8)) for _ in range(2)]
+        self._in = -1                               # the buffer the input is in (-1: neither)
+
+    def _spare(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Room for n ops that the current input does not use: the buffer it is not in, grown by
+        half again when too small."""
+        k = 1 if self._in == 0 else 0
+        pages, ops = self._bufs[k]
+        if pages.shape[0] < n:
+            cap = max(n, pages.shape[0] * 3 // 2)
+            pages, ops = np.empty(cap, np.int64), np.empty(cap, np.uint8)
+            self._bufs[k] = (pages, ops)
+        self._in = k
+        return pages[:n], ops[:n]
 
     def left(self) -> np.ndarray:
         """Ops each task has not run yet."""
@@ -41,8 +58,7 @@ class TaskInput:
         rest = self.left()
         new_off = np.zeros(T + 1, np.int64)
         np.cumsum(rest + add, out=new_off[1:])
-        new_pages = np.empty(int(new_off[-1]), np.int64)
-        new_ops = np.empty(int(new_off[-1]), np.uint8)
+        new_pages, new_ops = self._spare(int(new_off[-1]))
         for t in np.flatnonzero(rest + add).tolist():
             a, r = int(new_off[t]), int(rest[t])
             lo = int(self.pos[t])
@@ -64,6 +80,7 @@ class TaskInput:
         lo, n = int(self.pos[t]) + after, pages.shape[0]
         self.pages = np.concatenate([self.pages[:lo], pages, self.pages[lo:]])
         self.ops = np.concatenate([self.ops[:lo], ops, self.ops[lo:]])
+        self._in = -1
         self.offsets[t + 1:] += n
         self.pos[t + 1:] += n
 
