@@ -28,6 +28,9 @@
  *   - write_share (what-if, not XSBench): with that probability also stores into the first
  *     nuclide's low point (its energy, rewritten with its own value).
  * Each thread MARKs after its last lookup. cpunodebind= pins the threads as numactl does.
+ * trace_lookups=N (for tests/test_oracle_xsbench.py) prints thread 0's first N lookups, each as its
+ * energy (hex float), material and the pages it touched in the model's order and terms (region
+ * 0-3 : page within it): "@@tierlab xslookup E MAT r:p r:p ...".
  *
  * Differences from the model's stream (workloads/xsbench.py), none in pages touched per lookup:
  *   - random numbers: splitmix64, not numpy's sequences (the same laws: uniform energies, the
@@ -41,7 +44,7 @@
  *     thread's real stack, code and libc pages exist besides the model's regions (a few pages).
  *
  * args: n_iso= n_gp= particles= lookups= threads= mats=a,b,..;c,..;.. mat_dist=p0,p1,..
- *       write_share= cpunodebind= seed=
+ *       write_share= cpunodebind= seed= trace_lookups=
  */
 #include "common.h"
 
@@ -57,8 +60,20 @@ static long long nuc_pages, e_pages, idx_pages;
 static int nmat, mat_len[MAX_MATS], *mat_nucs[MAX_MATS];
 static double mat_cum[MAX_MATS], write_share;
 static uint64_t seed;
+static long long trace_lookups;
 static const char *cpunodes;
 static pthread_barrier_t barrier;
+
+/* trace_lookups: one lookup's pages, printed at its end */
+#define TRACE_MAX 1024
+static long long trace_buf[TRACE_MAX];
+static int trace_n;
+
+static inline void touch(int on, int region, long long page)
+{
+    if (on && trace_n < TRACE_MAX)
+        trace_buf[trace_n++] = region * (1LL << 40) + page;
+}
 
 static long long pages_of(long long bytes) { return bytes ? (bytes + PAGE - 1) / PAGE : 1; }
 
@@ -97,6 +112,8 @@ static void *task_main(void *arg)
     long long mine = (particles / T + (t < particles % T)) * lookups;
     volatile double *vec = (volatile double *)(stacks + (long long)t * PAGE);
     for (long long l = 0; l < mine; l++) {
+        int tr = t == 0 && l < trace_lookups;
+        trace_n = 0;
         double e = next_unit(&s);
         double u = next_unit(&s) * mat_cum[nmat - 1];
         int mat = 0;
@@ -105,15 +122,22 @@ static void *task_main(void *arg)
         long long a = 0, b = N - 1;
         while (b - a > 1) {
             long long mid = (a + b) / 2;
+            touch(tr, 1, mid * (long long)sizeof(double) / PAGE);
             if (egrid[mid] <= e) a = mid; else b = mid;
         }
         const int *row = index_grid + a * n_iso;
+        long long row0 = a * n_iso * (long long)sizeof(int) / PAGE;
+        long long row1 = (a * n_iso + n_iso - 1) * (long long)sizeof(int) / PAGE;
+        touch(tr, 2, row0);
+        if (row1 != row0)
+            touch(tr, 2, row1);
         double macro[5] = { 0 };
         macro[4] += *(volatile const int *)&row[0] + *(volatile const int *)&row[n_iso - 1];
         volatile double *first = NULL;
         for (int j = 0; j < mat_len[mat]; j++) {
             long long k = mat_nucs[mat][j];
             struct point *p = &nuc[k * n_gp + row[k]];
+            touch(tr, 0, (k * n_gp + row[k]) * (long long)sizeof(struct point) / PAGE);
             double en = *(volatile double *)&p->energy;
             if (!first)
                 first = &p->energy;
@@ -123,6 +147,15 @@ static void *task_main(void *arg)
             *first = *first;
         for (int k = 0; k < 5; k++)
             vec[k] = macro[k];
+        touch(tr, 3, t);
+        if (tr) {
+            char line[TRACE_MAX * 24 + 64];
+            int n = snprintf(line, sizeof line, "@@tierlab xslookup %a %d", e, mat);
+            for (int i = 0; i < trace_n; i++)
+                n += snprintf(line + n, sizeof line - n, " %lld:%lld", trace_buf[i] >> 40,
+                              trace_buf[i] & ((1LL << 40) - 1));
+            dprintf(1, "%s\n", line);
+        }
         checksum[t] += (unsigned long long)(macro[0] * 1024);
     }
     mark(t, 1);
@@ -166,6 +199,7 @@ int main(int argc, char **argv)
     write_share = arg_float("write_share", "0");
     cpunodes = arg_str("cpunodebind", "");
     seed = (uint64_t)arg_int("seed", "0");
+    trace_lookups = arg_int("trace_lookups", "0");
     parse_mats(arg_str("mats", NULL));
     double acc = 0;
     const char *d = arg_str("mat_dist", NULL);
