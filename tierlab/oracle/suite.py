@@ -95,7 +95,8 @@ MECHANISMS = {m.name: m for m in (
               shown_why="consequences of the promotions, shown for the explanation; the decision counts "
                         "(should_numa_migrate_memory() calls and slow-tier refusals) only with --count-decisions; "
                         "the TLB flushes are those of the scanner's PTE updates and of kswapd's demotion batches "
-                        "(a hint fault's migration flushes nothing: the PTE it unmaps is PROT_NONE), so they "
+                        "(a hint fault's migration flushes only when the PTE it unmaps counts as accessible, "
+                        "which a PROT_NONE one rarely does: 3 % of promotions in a traced promote-xsbench run), so they "
                         "follow the scanner's passes and kswapd's pace, which TCG on a shared host sets, and "
                         "which CPU runs what when (lazy TLB, the mm's TLB generation); the received count on "
                         "Debian's kernel from /proc/interrupts, the other nr_tlb_* only on tierlab's kernel"),
