@@ -77,7 +77,7 @@ def cached_kernel_dir(monkeypatch):
 LONG_MODULES = {
     "test_notebooks", "test_oracle", "test_reproduce", "test_reproduce_anon_folio", "test_reproduce_hint_fault",
     "test_reproduce_migrc", "test_fio", "test_memtier", "test_xsbench", "test_sweep", "test_nojit", "test_scaling",
-    "test_fidelity",
+    "test_fidelity", "test_oracle_xsbench",
 }
 
 

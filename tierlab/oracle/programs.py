@@ -47,6 +47,15 @@ def _hot_chunks(w, seed: int):
     return "hot-chunks", args, {}
 
 
+def _xsbench(w, seed: int):
+    from ..workloads.xsbench import MAT_DIST
+    mats = ";".join(",".join(str(int(k)) for k in m) for m in w.materials())
+    args = {"n_iso": w.n_isotopes, "n_gp": w.n_gridpoints, "particles": w.nr_particles, "lookups": w.lookups,
+            "threads": w.threads, "mats": mats, "mat_dist": ",".join(f"{p:g}" for p in MAT_DIST),
+            "write_share": f"{w.write_share:g}", "cpunodebind": ",".join(map(str, w.cpunodebind)), "seed": seed}
+    return "xsbench", args, {}
+
+
 # anon_replay.c's record kinds
 REC_STORE, REC_MMAP, REC_MUNMAP, REC_RESIZE = 0, 1, 2, 3
 
@@ -105,7 +114,7 @@ def _anon_replay(w, seed: int):
     return "anon-replay", {"ops": "/mnt/anon-ops.bin"}, {"anon-ops.bin": anon_ops(w)}
 
 
-PROGRAMS = {"file-read": _file_read, "random-read": _random_read, "hot-chunks": _hot_chunks,
+PROGRAMS = {"file-read": _file_read, "random-read": _random_read, "hot-chunks": _hot_chunks, "xsbench": _xsbench,
             "anon-build": _anon_replay, "anon-browser": _anon_replay}
 
 

@@ -90,10 +90,16 @@ MECHANISMS = {m.name: m for m in (
                         "/proc/interrupts; the other nr_tlb_* only on tierlab's kernel, --kernel tierlab-6.12)"),
     Mechanism("promotion", "NUMA-balancing tiering promotion with the hot-time threshold (numa_balancing=2, demotion_enabled=1)",
               ("numa_pte_updates", "numa_hint_faults", "pgpromote_candidate", "pgpromote_success"), 1.5,
-              shown=("pgdemote_kswapd", "pgdemote_direct", "pgmigrate_success", "pgactivate",
-                     "nr_tlb_remote_flush_received", "numa_should_migrate_calls", "numa_latency_rejects"),
+              shown=("pgdemote_kswapd", "pgdemote_direct", "pgmigrate_success", "numa_pages_migrated", "pgactivate",
+                     *TLB_COUNTERS, "numa_should_migrate_calls", "numa_latency_rejects"),
               shown_why="consequences of the promotions, shown for the explanation; the decision counts "
-                        "(should_numa_migrate_memory() calls and slow-tier refusals) only with --count-decisions"),
+                        "(should_numa_migrate_memory() calls and slow-tier refusals) only with --count-decisions; "
+                        "the TLB flushes are those of the scanner's PTE updates and of kswapd's demotion batches "
+                        "(a hint fault's migration flushes only when the PTE it unmaps counts as accessible, "
+                        "which a PROT_NONE one rarely does: 3 % of promotions in a traced promote-xsbench run), so they "
+                        "follow the scanner's passes and kswapd's pace, which TCG on a shared host sets, and "
+                        "which CPU runs what when (lazy TLB, the mm's TLB generation); the received count on "
+                        "Debian's kernel from /proc/interrupts, the other nr_tlb_* only on tierlab's kernel"),
     Mechanism("lru", "page-cache reclaim: the classic active/inactive LRU against the multi-gen LRU (lru_gen) "
                      "under buffered random reads of a file larger than the node, no demotion",
               ("pgsteal (kswapd+direct)", "pgscan (kswapd+direct)", "workingset_refault_file",
@@ -125,6 +131,13 @@ ENTRIES = [
           note="seed 002's microbenchmark (time-based hot threshold, the default column's mechanism) at 1/4 of "
                "qemu-2node: 1.5x node 0 of anon memory written once (spills to node 1), then 24 visits of a random "
                "32 MiB chunk, each walking a random set of the chunk's pages 2048 times"),
+    Entry("promote-xsbench", "promotion", "xsbench",
+          {"gridpoints": 3072, "particles": 400_000, "threads": 2}, _PROMOTE,
+          note="seed 004's benchmark shape (tierlab/oracle/programs/xsbench.c): XSBench's large problem (355 "
+               "isotopes) with 3072 grid points a isotope (768 at 1/4): 384 MiB of grids, 1.5x node 0, written once "
+               "by 2 threads (first touch spills to node 1), then 100,000 particles x 34 lookups (binary search of "
+               "the unionized energy array, the index row, one grid point per nuclide, a stack store), default "
+               "policy, mainline (no MIGRC)"),
     Entry("lru-classic-pread", "lru", "random-read",
           {"target": "file", "io": "read", "file_size": "1536MiB", "policy": "bind:0", "accesses": 600_000},
           {"lru_gen": 0},

@@ -121,6 +121,38 @@ static inline void set_cpus(const char *list)
         die("sched_setaffinity");
 }
 
+/* Pin the calling thread to the CPUs of the nodes in `nodes` ("1" or "0,1"; empty: leave the
+ * affinity alone), from /sys/devices/system/node/nodeN/cpulist, as `numactl --cpunodebind` does. */
+static inline void bind_cpus(const char *nodes)
+{
+    if (!*nodes)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (const char *c = nodes; c && *c; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
+        char path[128], list[1024];
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", atoi(c));
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            die(path);
+        ssize_t n = read(fd, list, sizeof list - 1);
+        close(fd);
+        if (n < 0)
+            die(path);
+        list[n] = 0;
+        for (char *r = list; r && *r && *r != '\n'; r = strchr(r, ',') ? strchr(r, ',') + 1 : NULL) {
+            int lo = atoi(r), hi = lo;
+            char *dash = strchr(r, '-'), *comma = strchr(r, ',');
+            if (dash && (!comma || dash < comma))
+                hi = atoi(dash + 1);
+            for (int cpu = lo; cpu <= hi; cpu++)
+                CPU_SET(cpu, &set);
+        }
+    }
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        die("sched_setaffinity");
+}
+
 /* A VMA's policy. tierlab's "default" means local allocation whatever the task's policy is, so it
  * becomes MPOL_LOCAL when the task has a policy of its own. */
 static inline void bind_region(void *addr, size_t len, struct policy p, int task_has_policy)
