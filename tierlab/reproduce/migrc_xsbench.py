@@ -64,11 +64,14 @@ dirty through migration; the reproduction runs with migration_entry_ad=0 and say
 defer: the finding, not a fit).
 
 Releases and the scale (measured, issue #32). MIGRC v8 frees held sources only after a flush of
-every CPU that may cache them (core/tlb.py lists the paths). In this run every release comes from
-an allocation on node 0 that finds its free lists empty while the held sources, counted as free
-by the watermark checks, let it through: the slow path's migrc pause flushes and frees them all and
-the promotion's allocation, which may not reclaim, fails (mmzone.alloc_nowait_ok); none from
-do_wp_page (promoted grid pages are never stored to) nor from a failed watermark. Each release is a
+every CPU that may cache them (core/tlb.py lists the paths). In this run almost every release
+comes from an allocation on node 0 that finds its free lists empty while the held sources, counted
+as free by the watermark checks, let it through: the slow path's migrc pause flushes and frees them
+all and the promotion's allocation, which may not reclaim, fails (mmzone.alloc_nowait_ok). Counted
+by path at k = 1, scale 64, fraction 0.1 (a temporary count, at 1bbb52b): 1.49 M releases in
+full-run units from that pause, 2.5 k from a try_to_unmap_flush of kswapd's that covered every CPU
+held, none from do_wp_page (promoted grid pages are never stored to), a failed watermark or a
+fault's allocation; 5 % of the column's 29.0 M promotions fail at the pause. Each release is a
 flush from a task's CPU, normally behind its mm's generation since the deferrals: one
 nr_tlb_local_flush_all and one nr_tlb_remote_flush. It comes once node 0's free pages are used up,
 so about once per WMARK_PROMO promotions (kswapd balances free + held to it), a band --scale
