@@ -459,3 +459,123 @@ def test_migrc_write_protect_fault_gives_up_before_the_pte_becomes_writable():
     assert _tlb(sim, before) == (1, 1, 1, 0)          # from the faulting CPU 0 to CPU 2
     assert s.pages.flags2[40] & st.F2_PTE_WRITE
     assert counters(sim)["pgfault"] - before["pgfault"] == 1
+
+
+# ---- MIGRC's releases, path by path (v7/v8 7/8 and v8 8/8 of the series; see tlb.py) -----------
+
+def _hold(s, nid, n, cpus_mask=0b101):
+    """n sources held on node nid (taken from its free count, as migrc_keep_folio leaves them), their
+    CPUs in migrc_ubc, and the n deferrals' arch_tlbbatch_add_pending generations on mm 0."""
+    s.pgdat["migrc_pending_nr"][nid] += n
+    s.pgdat["free"][nid] -= n
+    s.tlb_ubc[MIGRC_UBC][0] |= np.uint64(cpus_mask)
+    s.mm[0]["tlb_gen"] += n
+
+
+def test_migrc_promotion_finding_the_free_lists_short_fails_after_the_pause():
+    """alloc_misplaced_dst_folio() may not reclaim. With node 1's free lists empty and 200 held
+    sources counted as free, its check at MIN (90 pages here) passes, rmqueue() finds nothing, and
+    the slow path's migrc pause flushes (from the faulting CPU 0: one shootdown to CPU 2, CPU 0's own
+    full flush, as it is behind the deferrals' generations) and frees them; then `!can_direct_reclaim`
+    fails the allocation: the folio goes back on its LRU, pgmigrate_fail. The next promotion gets
+    the freed pages, with no flush."""
+    from tierlab.core.migrate import folio_isolate_lru, migrate_misplaced_folio
+    from tierlab.core.mmzone import alloc_nowait_ok
+    sim = _sim(migrc="on")
+    s, p = sim.state, sim.p
+    _set_mask(s, (0, 2))
+    s.sys[0].current = 0                             # the faulting task, on CPU 0
+    assert int(s.pgdat["wmark"][1][st.WMARK_MIN]) < 200
+    s.pgdat["free"][1] = 200
+    _hold(s, 1, 200)
+    assert int(s.pgdat["free"][1]) == 0
+    before = counters(sim)
+    x = 10                                           # a node 0 folio, isolated as migrate_misplaced_folio_prepare does
+    assert folio_isolate_lru(s, x)
+    s.pgdat["nr_isolated"][0] += 1
+    ok, _ = migrate_misplaced_folio(s, p, x, 1, 1, False, 0)
+    assert not ok and int(s.pages.node[x]) == 0 and not (s.pages.flags[x] & st.PG_ISOLATED)
+    assert _tlb(sim, before) == (1, 1, 1, 0)
+    assert _held(s) == [0, 0] and int(s.pgdat["free"][1]) == 200
+    c = counters(sim)
+    assert c["pgmigrate_fail"] - before["pgmigrate_fail"] == 1
+    assert c["numa_pages_migrated"] == before["numa_pages_migrated"]
+    assert alloc_nowait_ok(s, 1, 1, st.WMARK_MIN)    # the next one: the freed pages, no flush
+    assert _tlb(sim, before) == (1, 1, 1, 0)
+
+
+def test_migrc_allocation_that_may_reclaim_gets_its_folio_after_the_pause():
+    """take_pages() for an allocation that may reclaim (a fault's, a move_pages target's) or retry
+    (alloc_demote_folio): the pause frees the held sources and the allocation is served from them.
+    Free lists holding the folio need no release, held sources or not."""
+    sim = _sim(migrc="on")
+    s = sim.state
+    _set_mask(s, (0, 2))
+    s.sys[0].current = 0
+    free0 = int(s.pgdat["free"][0])
+    _hold(s, 0, 3)
+    before = counters(sim)
+    take_pages(s, 0, 30, 1)                          # free lists hold plenty: nothing released
+    assert _held(s) == [3, 0] and _tlb(sim, before) == (0, 0, 0, 0)
+    s.pgdat["free"][0] = 0
+    take_pages(s, 0, 31, 1)
+    assert _held(s) == [0, 0] and int(s.pgdat["free"][0]) == 2 and _tlb(sim, before) == (1, 1, 1, 0)
+    assert free0 > 3
+
+
+def test_migrc_free_lists_short_with_the_buddy_asks_the_cpus_own_list_first():
+    """rmqueue() serves an order-0 folio from the CPU's per-CPU list before the free lists: a CPU
+    whose list holds pages is not short even with the free lists empty (NR_FREE_PAGES 0), one with
+    an empty list is."""
+    from tierlab.core.mmzone import free_lists_short
+    sim = make_sim(machine((4096, 4, DRAM), (4096, 4, CXL)), [Region("a", "anon", 64)], migrc="on",
+                   page_alloc_model="buddy")
+    run(sim, seq(range(64), STORE))
+    s = sim.state
+    from tierlab.core.buddy import rmqueue_bulk
+    if int(s.buddy.pcp_count[0, 0]) == 0:
+        rmqueue_bulk(s, 0, 0, 0, 2)                   # a refill of CPU 0's list, as rmqueue_pcplist makes
+    assert int(s.buddy.pcp_count[0, 0]) > 0
+    assert int(s.buddy.pcp_count[1, 0]) == 0          # kswapd's CPU never allocated here
+    assert not free_lists_short(s, 0, 0, 1) and not free_lists_short(s, 1, 0, 1)
+    saved = s.buddy.nr_free[0].copy()
+    s.buddy.nr_free[0] = 0                            # the free lists empty (as far as rmqueue looks)
+    try:
+        assert not free_lists_short(s, 0, 0, 1)
+        assert free_lists_short(s, 1, 0, 1)
+        assert free_lists_short(s, 0, 0, 2)           # order 1 is a pcp order too: its list is empty
+    finally:
+        s.buddy.nr_free[0] = saved
+
+
+def test_migrc_release_from_a_cpu_already_up_to_date_flushes_only_the_others():
+    """arch_tlbbatch_flush() of migrc_ubc carries no generation: a CPU that a later flush brought up
+    to date (here the NUMA scanner's change_prot_numa range from CPU 0, a full flush reaching CPU 2
+    too) skips it. Released from CPU 0, the flush is still sent to CPU 2 (one nr_tlb_remote_flush and
+    one receipt, counted before the generation test) and CPU 0 counts no nr_tlb_local_flush_all."""
+    sim = _sim(migrc="on")
+    s = sim.state
+    _set_mask(s, (0, 2))
+    _hold(s, 0, 2)
+    before = counters(sim)
+    flush_tlb_mm_range(s, 0, 0, 0, 100)
+    assert _tlb(sim, before) == (1, 1, 1, 0)
+    assert migrc_flush_free_folios(s, 0) == 1
+    assert _tlb(sim, before) == (2, 2, 1, 0)
+    assert _held(s) == [0, 0]
+
+
+def test_migrc_release_by_kswapds_flush_counts_no_local_flush():
+    """migrc_flush_end() in kswapd's try_to_unmap_flush(): a batch of a dirty folio covers every CPU
+    of migrc_ubc, so the held sources are freed with it. kswapd's CPU is lazy: one shootdown, one
+    receipt per CPU running the task (0 and 2), no local flush anywhere."""
+    sim = _sim(migrc="on")
+    s = sim.state
+    _set_mask(s, (0, 1, 2), lazy=(1,))
+    _hold(s, 0, 4)
+    batch = s.tlb_ubc[TLB_UBC]
+    before = counters(sim)
+    tlbbatch_add(s, sim.p, batch, 0, 5, 1, 1)         # a dirty folio's PTE, kswapd on CPU 1 sending
+    assert try_to_unmap_flush(s, batch, 1) == 2
+    assert _tlb(sim, before) == (1, 2, 0, 0)
+    assert _held(s) == [0, 0] and not s.tlb_ubc[MIGRC_UBC].any()

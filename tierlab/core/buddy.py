@@ -268,6 +268,22 @@ def buddy_high_order_ok(s, nid, order):
     return False
 
 
+@jit
+def rmqueue_can_serve(s, cpu, nid, order):
+    """Whether rmqueue() would find a block of `order` for CPU `cpu` on node nid: on the CPU's list
+    (a pcp order; an empty list refills from the free lists), else in the free lists (a block of
+    that order or more). Changes nothing. Out of line: asked only under MIGRC, with sources held."""
+    b = s.buddy
+    if pcp_allowed_order(order):
+        head = pcp_sentinel(b, cpu, nid, order_to_pindex(order))
+        if b.next[head] != head:
+            return True
+    for o in range(order, NR_PAGE_ORDERS):
+        if b.nr_free[nid, o] > 0:
+            return True
+    return False
+
+
 @jit_inline
 def free_pages_from_order(s, nid, order):
     """Free pages of node `nid` in blocks of `order` or more (/proc/buddyinfo's columns from `order`

@@ -45,14 +45,16 @@ from ._jit import jit, jit_inline
 from .cost import migrate_batch_ns, migrate_folio_ns
 from .lru import drain_or_resume, lruvec_add_folio, lruvec_del_folio
 from .buddy import buddy_on, hold_folio_frames
-from .mmzone import free_folio, take_pages, wakeup_kswapd, zone_alloc_ok, zone_free_pages, zone_watermark_ok
+from .mmzone import (
+    alloc_nowait_ok, free_folio, take_pages, wakeup_kswapd, zone_alloc_ok, zone_free_pages, zone_watermark_ok,
+)
 from .params import P
 from .profile import K, charge
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, PG_DIRTY, PG_ISOLATED, PG_LRU, PG_PROTNONE, REGION_ANON, WMARK_HIGH, WMARK_LOW,
     WMARK_MIN, NR_MP_STATUS, folio_head, folio_nr_pages,
 )
-from .tlb import TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_flush_free_folios, shootdown_ns, try_to_migrate_tlb
+from .tlb import TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, shootdown_ns, try_to_migrate_tlb
 from .vmstat import Vm
 
 NR_MAX_BATCHED_MIGRATION = 512   # mm/migrate.c: pages per migrate_pages_batch() (one TLB flush each)
@@ -148,14 +150,14 @@ def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
 
 @jit
 def migrate_misplaced_folio(s, p, head, dst, nr, keep_src, now):
-    """Migrate an isolated folio to dst (alloc_misplaced_dst_folio: no reclaim, so dst must stay
-    above WMARK_MIN; a failed allocation passes MIGRC's pause), or put it back on its LRU. Counts
-    numa_pages_migrated, and pgpromote_success for a move from a lower tier into the top tier.
-    `keep_src` as for move_isolated_folio. Returns (migrated, cost)."""
+    """Migrate an isolated folio to dst, or put it back on its LRU when its allocation fails
+    (alloc_misplaced_dst_folio: no reclaim, so dst must stay above WMARK_MIN and have the pages
+    on its free lists; a failure passes MIGRC's pause, which frees the held sources:
+    mmzone.alloc_nowait_ok). Counts numa_pages_migrated, and pgpromote_success for a move from a
+    lower tier into the top tier. `keep_src` as for move_isolated_folio. Returns (migrated, cost)."""
     src = s.pages.node[head]
     s.pgdat[src].nr_isolated -= nr
-    if not zone_alloc_ok(s, dst, nr, WMARK_MIN):
-        migrc_flush_free_folios(s, current_cpu(s))
+    if not alloc_nowait_ok(s, dst, nr, WMARK_MIN):
         putback_failed_folio(s, head, nr)
         return False, 0.0
     cost = move_isolated_folio(s, p, head, dst, keep_src, now)

@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ._jit import jit_inline
+from ._jit import jit, jit_inline
 
 from .params import NUMA_BALANCING_MEMORY_TIERING, P
-from .buddy import alloc_frames, buddy_high_order_ok, buddy_on, free_folio_frames
+from .buddy import alloc_frames, buddy_high_order_ok, buddy_on, free_folio_frames, rmqueue_can_serve
 from .state import F2_CONTIG, WMARK_HIGH, WMARK_PROMO, folio_nr_pages
 from .tlb import current_cpu, migrc_flush_free_folios
 from .vmstat import Vm
@@ -117,17 +117,58 @@ def zone_alloc_ok(s, nid, nr, mark):
     return False
 
 
+@jit
+def free_lists_short(s, cpu, nid, nr):
+    """rmqueue() on CPU `cpu` would find nothing for a folio of nr pages on node nid: with the buddy,
+    the CPU's list and the free lists hold no block of its order (buddy.rmqueue_can_serve);
+    without it, fewer than nr free pages. A watermark check that passed rules this out, except
+    under MIGRC, whose held sources the checks count as free (zone_free_pages); so it is asked
+    only then, out of line."""
+    if buddy_on(s):
+        return not rmqueue_can_serve(s, cpu, nid, folio_order_of_nr(nr))
+    return s.pgdat[nid].free < nr
+
+
+@jit_inline
+def alloc_nowait_ok(s, nid, nr, mark):
+    """Whether an allocation that may not reclaim gets a folio of nr pages on node nid -- the gfp
+    of alloc_misplaced_dst_folio() (a NUMA-balancing promotion: __GFP_THISNODE, __GFP_RECLAIM
+    cleared) -- from the current task's CPU: get_page_from_freelist()'s check of the zone
+    (zone_alloc_ok, `mark`), then rmqueue() (free_lists_short).
+
+    Under MIGRC the check can pass on held sources while the free lists are short. rmqueue() then
+    fails, and so do the slow path's two get_page_from_freelist() calls, for the same reason; the
+    slow path's migrc pause (MIGRC v8 8/8, __alloc_pages_slowpath(): migrc_pause() and
+    migrc_flush_free_folios() once, just before `if (!can_direct_reclaim) goto nopage`) flushes
+    and frees every held source, and the allocation fails all the same: the freed pages serve the
+    next one. A failed check reaches the same pause (a no-op when zone_alloc_ok has just released
+    everything). The pause's effect on other migrations (do_migrc off while paused) lasts only
+    until this allocation returns, and is not modelled."""
+    cpu = current_cpu(s)
+    if zone_alloc_ok(s, nid, nr, mark) and (s.pgdat[nid].migrc_pending_nr == 0
+                                            or not free_lists_short(s, cpu, nid, nr)):
+        return True
+    migrc_flush_free_folios(s, cpu)
+    return False
+
+
 @jit_inline
 def take_pages(s, nid, head, nr):
     """Account an allocation of the folio at page `head` (nr pages) on node `nid`: its frames from
     the buddy (buddy.alloc_frames), or without the buddy frames handed out in allocation order.
 
+    An allocation whose watermark check passed on MIGRC's held sources may find the free lists
+    short (free_lists_short). Its slow path's migrc pause then flushes and frees them, and the
+    allocation goes on and gets a folio: the callers here may reclaim (a fault's allocation, a
+    move_pages target: the kernel's direct reclaim round that follows the pause, before the retry
+    that succeeds, is not modelled), or retry (alloc_demote_folio's second attempt, without
+    __GFP_THISNODE, finds the freed pages). A promotion may not; its allocation fails instead
+    (alloc_nowait_ok, checked before it gets here).
+
     F2_CONTIG records whether the folio's first frame follows page head-1's last one (the model of
     destination locality that list_add vs list_add_tail changes). Without the buddy a folio is
     physically adjacent to the previous one allocated on the node."""
-    if s.pgdat[nid].free < nr and s.pgdat[nid].migrc_pending_nr > 0:
-        # the watermark passed on MIGRC's held sources but the free lists are short: the
-        # allocation falls to the slow path, whose migrc pause flushes and frees them
+    if s.pgdat[nid].migrc_pending_nr > 0 and free_lists_short(s, current_cpu(s), nid, nr):
         migrc_flush_free_folios(s, current_cpu(s))
     for i in range(nr):
         s.pages.node[head + i] = nid

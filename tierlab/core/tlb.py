@@ -22,7 +22,13 @@ batch flushes once per batch (pagecache_promotion.py); MIGRC defers what it can 
 munmap and exit (tlb_flush_mmu) in mm.py; the NUMA scanner's change_prot_numa() (tlb_finish_mmu
 over the range of changed PTEs) in numa_balancing.py. A hint
 fault's promotion flushes nothing: do_numa_page() migrates with the PTE still PROT_NONE, and a
-model page has one mapping.
+model page has one mapping. Not modelled: x86's pte_accessible() also counts a PROT_NONE PTE as
+accessible while mm->tlb_flush_pending is raised (tlb_gather_mmu to tlb_finish_mmu: another CPU's
+change_prot_numa() of the same mm in progress), so a promotion faulting inside a scan window puts
+its mm's CPUs in the batch: a full flush from the faulting CPU (nr_tlb_local_flush_all plus a
+shootdown) in v6.7, a deferral under MIGRC for a read-only clean PTE. It is the only way a hint
+fault's promotion flushes at all, and a candidate for seed 004's baseline nr_tlb_local_flush_all,
+which MIGRC more than halves (#32).
 
 Lazy TLB (6.7's x86): a CPU running a kernel thread (kswapd) or idle keeps the last user mm loaded
 lazily; flush_tlb_multi() skips it (tlb_is_not_lazy) and, as a sender, it flushes nothing of its
@@ -325,12 +331,27 @@ def try_to_unmap_flush(s, batch, sender):
 #   zone's migrc_pending_nr) -- no shootdown for it. At the end of the batch pending_ubc joins the
 #   global migrc_ubc (migrc_add_pending_ubc) before the batch's own flush, and the kept sources
 #   join the global list after it (migrc_add_pending_folios).
-# - Release: every try_to_unmap_flush() that sends a flush removes the CPUs it flushed from
-#   migrc_ubc; when none is left, every held source is freed (migrc_flush_end, straight to the
-#   buddy). migrc_flush_free_folios() folds migrc_ubc into the caller's batch, flushes and frees
-#   them all: do_wp_page() calls it for every write-protect fault on a folio (the giving up on a
-#   writable mapping), get_page_from_freelist() when a zone with held sources fails its watermark,
-#   and __alloc_pages_slowpath() on entering direct-reclaim territory (the pause patch, 8/8).
+# - Release. Held sources are freed only after a flush of every CPU in migrc_ubc; nothing on the
+#   free, munmap or exit paths looks at them, and there is no limit on how many are held. (Read in
+#   v7 3/8 and 7/8, whose code v8 carries unchanged, and v8 8/8; #32.) The paths:
+#   1. migrc_flush_end(), in every try_to_unmap_flush() whose batch needed a flush (kswapd's and
+#      direct reclaim's shrink and demotion batches, any migrate_pages_batch(), from whatever CPU
+#      runs them): the CPUs flushed leave migrc_ubc (arch_tlbbatch_done); when none is left every
+#      held source is freed, with no flush of its own.
+#   2. migrc_flush_free_folios(), from the calling CPU: migrc_ubc is folded into current->tlb_ubc
+#      and flushed with it (try_to_unmap_flush: no flush at all if migrc_ubc is empty), then every
+#      held source is freed. Called by do_wp_page() for every write-protect fault on a folio, by
+#      get_page_from_freelist() when a zone with held sources fails its watermark check, and by
+#      __alloc_pages_slowpath()'s migrc pause (8/8: once, after the retry's get_page_from_freelist
+#      fails, just before `if (!can_direct_reclaim) goto nopage`) -- the path an allocation takes
+#      when its check passed on held sources but rmqueue() found the free lists short
+#      (mmzone.alloc_nowait_ok for a promotion, which then fails; mmzone.take_pages for the rest).
+#   What a release flushes is arch_tlbbatch_flush() of the CPUs gathered: a full flush with no
+#   generation (flush_tlb_func above), so the sender counts nr_tlb_local_flush_all only when it is
+#   in the mask and behind its mm's generation, each other non-lazy CPU a receipt, and one
+#   nr_tlb_remote_flush if there is any other CPU. Flushes that are not unmap batches
+#   (flush_tlb_mm_range: the NUMA scanner's, munmap's) bring CPUs up to date but do not remove them
+#   from migrc_ubc (v4 dropped that optimisation).
 # - The watermark checks count held sources as free (__zone_watermark_ok, zone_watermark_fast):
 #   mmzone.zone_free_pages().
 # Simplified: the held sources are per-node counts (with the buddy their frames wait on per-node

@@ -63,18 +63,29 @@ dirty through migration; the reproduction runs with migration_entry_ad=0 and say
 `ad_supported` rows show what the model predicts with it on (MIGRC then has almost nothing to
 defer: the finding, not a fit).
 
-Releases and the scale (measured, issue #32). Every release of the held sources in this run comes
-from an allocation on node 0 that finds its free lists empty while the held sources, counted as
-free by the watermark checks, let it through (mmzone.take_pages: the slow path's migrc pause
-flushes and frees them all); none from do_wp_page (promoted grid pages are never stored to) nor
-from a failed watermark. Each such release is a flush from a task's CPU: one
-nr_tlb_local_flush_all, and the remote flush MIGRC was to save. How often it happens is set by
-node 0's watermark band (min to high), which --scale shrinks F-fold, against kswapd's and the
-migrations' batches, which it does not: at fraction 0.005, scale 64 (band 4096 pages' 5/13) gives
-a release every 23 promotions and nr_tlb_remote_flush -33 %; scale 16 (21/53 of 16,384) every 72
-and -70 % (full size, not run here, would widen the band 16-fold again: the trend points to
-the seed's -93.5 %; measured before the scan period adapted, not re-run). So the changes of the
-flush rows depend on the scale the table is run at, and scale 64 understates MIGRC's reduction.
+Releases and the scale (measured, issue #32). MIGRC v8 frees held sources only after a flush of
+every CPU that may cache them (core/tlb.py lists the paths). In this run almost every release
+comes from an allocation on node 0 that finds its free lists empty while the held sources, counted
+as free by the watermark checks, let it through: the slow path's migrc pause flushes and frees them
+all and the promotion's allocation, which may not reclaim, fails (mmzone.alloc_nowait_ok). Counted
+by path at k = 1, scale 64, fraction 0.1 (a temporary count, at 1bbb52b): 1.49 M releases in
+full-run units from that pause, 2.5 k from a try_to_unmap_flush of kswapd's that covered every CPU
+held, none from do_wp_page (promoted grid pages are never stored to), a failed watermark or a
+fault's allocation; 5 % of the column's 29.0 M promotions fail at the pause. Each release is a
+flush from a task's CPU, normally behind its mm's generation since the deferrals: one
+nr_tlb_local_flush_all and one nr_tlb_remote_flush. It comes once node 0's free pages are used up,
+so about once per WMARK_PROMO promotions (kswapd balances free + held to it), a band --scale
+divides while the batches filling it stay: at k = 1, fraction 0.1, one release per 21.2
+promotions at scale 64 (WMARK_PROMO 17), 69.5 at 16 (69); full size (1127) would give about one
+per 1,100, i.e. ~50x fewer releases per promotion than the table's scale 64. So the flush rows'
+changes depend on the scale: nr_tlb_remote_flush -59.0 % at 64, -86.6 % at 16 (the seed -93.5 %),
+and nr_tlb_local_flush_all +2,916 % at 64, +4,310 % at 16 -- still a rise at full size (~37 k
+releases against a baseline that falls with the scale, 46.8 k at 64, 13.5 k at 16), as the model's baseline
+has next to none of the seed's 216,584 local full flushes (0.017 per promotion; the model's 0.0004
+at scale 16). What the seed's MIGRC halves there is not in the model; the candidate is a promotion
+faulting inside another thread's change_prot_numa() window, whose PROT_NONE PTE x86 counts as
+accessible (mm->tlb_flush_pending), so v6.7 flushes it from the faulting CPU and MIGRC defers it
+(core/tlb.py's docstring).
 """
 from __future__ import annotations
 
