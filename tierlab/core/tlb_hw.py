@@ -156,12 +156,16 @@ def translate(t, pgdat, counters, cpu, cpu_nid, first, tag, nid, writable, store
 
 
 @jit
-def tlb_access(t, tasks, mms, pgdat, counters, task, cpu, cpu_nid, tag, nid, writable, store):
+def tlb_access(s, task, cpu, cpu_nid, tag, nid, writable, store):
     """The translations of one access by `task` on `cpu` (of node cpu_nid) to the page (or
     PMD-mapped folio head) `tag` whose frame is on node nid, through a PTE that is `writable`: the
     fetch of the task's next text page, then the data address. Counts the walks; returns their
-    number. Called once per load or store: it takes the arrays it uses (s.tlbs, s.task, s.mm,
-    s.pgdat, s.counters)."""
+    number. Called once per load or store, out of line: SimState goes by reference (one word)."""
+    t = s.tlbs
+    tasks = s.task
+    mms = s.mm
+    pgdat = s.pgdat
+    counters = s.counters
     if t.need_flush[cpu]:
         t.need_flush[cpu] = 0
         tlb_flush_all(t, counters, cpu, cpu_nid)
