@@ -154,14 +154,16 @@ def translate(t, pgdat, counters, cpu, cpu_nid, first, tag, nid, writable, store
     if i >= 0:
         if not (store and not t.wr[cpu, first, i]):
             t.stamp[cpu, first, i] = tick
-            check_stale(t, pgdat, counters, cpu, first, i, nid, store, cpu_nid)
+            if first == DTLB:       # a text entry is never stale: every fill of a text tag has node -1
+                check_stale(t, pgdat, counters, cpu, first, i, nid, store, cpu_nid)
             return 0
         t.tag[cpu, first, i] = NO_TAG      # a store to a read-only entry walks again
     j, vj = tlb_lookup(t, cpu, STLB, tag, gen)
     if j >= 0:
         if not (store and not t.wr[cpu, STLB, j]):
             t.stamp[cpu, STLB, j] = tick
-            check_stale(t, pgdat, counters, cpu, STLB, j, nid, store, cpu_nid)
+            if first == DTLB:
+                check_stale(t, pgdat, counters, cpu, STLB, j, nid, store, cpu_nid)
             tlb_put(t, cpu, first, vi, tag, tick, t.node[cpu, STLB, j], t.wr[cpu, STLB, j])
             return 0
         t.tag[cpu, STLB, j] = NO_TAG
@@ -170,16 +172,15 @@ def translate(t, pgdat, counters, cpu, cpu_nid, first, tag, nid, writable, store
     return 1
 
 
-@jit
+@jit_inline
 def tlb_access(s, task, cpu, cpu_nid, tag, nid, writable, store):
     """The translations of one access by `task` on `cpu` (of node cpu_nid) to the page (or
     PMD-mapped folio head) `tag` whose frame is on node nid, through a PTE that is `writable`: the
     fetch of the task's next text page, then the data address. Counts the walks; returns their
-    number. Called once per load or store, out of line: SimState goes by reference (one word)."""
+    number. Inlined into the access path (the loads of the arrays it uses are then made once per
+    run, not at every call); the two translations are one loop over the first levels so that its
+    body is compiled once (the compile budget counts an inlined kernel at every call site)."""
     t = s.tlbs
-    tasks = s.task
-    mms = s.mm
-    pgdat = s.pgdat
     counters = s.counters
     if t.need_flush[cpu]:
         t.need_flush[cpu] = 0
@@ -188,18 +189,22 @@ def tlb_access(s, task, cpu, cpu_nid, tag, nid, writable, store):
     t.cpu_tick[cpu] += 1
     tick = t.cpu_tick[cpu]
     walks = 0
-    mm = tasks[task].mm
-    nt = mms[mm].text_pages
-    if nt > 0:
-        k = tasks[task].text_next
-        tasks[task].text_next = k + 1 if k + 1 < nt else 0
-        ttag = TEXT_TAG_BASE - mm * TEXT_TAG_STRIDE - k
-        if translate(t, pgdat, counters, cpu, cpu_nid, ITLB, ttag, -1, 0, False, gen, tick):
-            counters[cpu_nid, Vm.ITLB_LOAD_MISSES] += 1
+    mm = s.task[task].mm
+    nt = s.mm[mm].text_pages
+    for first in range(ITLB, DTLB - 1, -1):
+        if first == ITLB:
+            if nt <= 0:
+                continue
+            k = s.task[task].text_next
+            s.task[task].text_next = k + 1 if k + 1 < nt else 0
+            xtag, xnid, xwr, xstore = TEXT_TAG_BASE - mm * TEXT_TAG_STRIDE - k, np.int64(-1), 0, False
+            miss = Vm.ITLB_LOAD_MISSES
+        else:
+            xtag, xnid, xwr, xstore = tag, nid, 1 if writable else 0, store
+            miss = Vm.DTLB_STORE_MISSES if store else Vm.DTLB_LOAD_MISSES
+        if translate(t, s.pgdat, counters, cpu, cpu_nid, first, xtag, xnid, xwr, xstore, gen, tick):
+            counters[cpu_nid, miss] += 1
             walks += 1
-    if translate(t, pgdat, counters, cpu, cpu_nid, DTLB, tag, nid, 1 if writable else 0, store, gen, tick):
-        counters[cpu_nid, Vm.DTLB_STORE_MISSES if store else Vm.DTLB_LOAD_MISSES] += 1
-        walks += 1
     return walks
 
 
