@@ -149,25 +149,27 @@ def check_stale(t, pgdat, counters, cpu, lvl, i, nid, store, cpu_nid):
 
 @jit_inline
 def translate(t, pgdat, counters, cpu, cpu_nid, first, tag, nid, writable, store, gen, tick):
-    """One translation through `first` (DTLB or ITLB) and the STLB. Returns 1 for a page walk."""
-    i, vi = tlb_lookup(t, cpu, first, tag, gen)
-    if i >= 0:
-        if not (store and not t.wr[cpu, first, i]):
-            t.stamp[cpu, first, i] = tick
-            if first == DTLB:       # a text entry is never stale: every fill of a text tag has node -1
-                check_stale(t, pgdat, counters, cpu, first, i, nid, store, cpu_nid)
-            return 0
-        t.tag[cpu, first, i] = NO_TAG      # a store to a read-only entry walks again
-    j, vj = tlb_lookup(t, cpu, STLB, tag, gen)
-    if j >= 0:
-        if not (store and not t.wr[cpu, STLB, j]):
-            t.stamp[cpu, STLB, j] = tick
-            if first == DTLB:
-                check_stale(t, pgdat, counters, cpu, STLB, j, nid, store, cpu_nid)
-            tlb_put(t, cpu, first, vi, tag, tick, t.node[cpu, STLB, j], t.wr[cpu, STLB, j])
-            return 0
-        t.tag[cpu, STLB, j] = NO_TAG
-    tlb_put(t, cpu, STLB, vj, tag, tick, nid, writable)
+    """One translation through `first` (DTLB or ITLB) and the STLB. Returns 1 for a page walk.
+    The two levels are one loop, so that the lookup is compiled once (the compile budget counts
+    an inlined kernel at every call site)."""
+    lvl = first
+    vi = np.int64(-1)
+    for _ in range(2):
+        i, v = tlb_lookup(t, cpu, lvl, tag, gen)
+        if lvl == first:
+            vi = v
+        if i >= 0:
+            if not (store and not t.wr[cpu, lvl, i]):
+                t.stamp[cpu, lvl, i] = tick
+                if first == DTLB:   # a text entry is never stale: every fill of a text tag has node -1
+                    check_stale(t, pgdat, counters, cpu, lvl, i, nid, store, cpu_nid)
+                if lvl == STLB:
+                    tlb_put(t, cpu, first, vi, tag, tick, t.node[cpu, STLB, i], t.wr[cpu, STLB, i])
+                return 0
+            t.tag[cpu, lvl, i] = NO_TAG      # a store to a read-only entry walks again
+        if lvl == STLB:
+            tlb_put(t, cpu, STLB, v, tag, tick, nid, writable)
+        lvl = STLB
     tlb_put(t, cpu, first, vi, tag, tick, nid, writable)
     return 1
 
