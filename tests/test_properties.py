@@ -196,7 +196,10 @@ def check_tlbs(sim):
         if t.need_flush[cpu]:
             continue                       # a lazy CPU flushes before it next translates
         for lvl in (st_tlb.DTLB, st_tlb.STLB):
-            live = (t.tag[cpu, lvl] >= 0) & (t.gen[cpu, lvl] == t.cpu_gen[cpu])
+            sets, ways = int(t.geo[lvl, 0]), int(t.geo[lvl, 1])   # a set's entries are valid while
+            gen = np.full(t.tag.shape[2], -1, np.int64)            # its generation is the CPU's
+            gen[:sets * ways] = np.repeat(t.set_gen[cpu, lvl, :sets], ways)
+            live = (t.tag[cpu, lvl] >= 0) & (gen == t.cpu_gen[cpu])
             for i in np.flatnonzero(live).tolist():
                 page = int(t.tag[cpu, lvl, i])
                 o = int(s.pages.order[page]) & int(st.ORDER_MASK)

@@ -133,7 +133,7 @@ def test_the_itlb_misses_the_text_only_after_a_flush():
     s = sim.state
     flush_tlb_mm_range(s, 0, 0, 0, 100)
     # the next access after the flush: its text page and its data page both walk
-    assert tlb_access(s.tlbs, s.task, s.mm, s.pgdat, s.counters, 0, 0, int(s.cpu.node[0]), 0, int(s.pages.node[0]),
+    assert tlb_access(s, 0, 0, int(s.cpu.node[0]), 0, int(s.pages.node[0]),
                       True, False) == 2
     assert counters(sim)["itlb_load_misses"] == 3
 

@@ -336,7 +336,7 @@ def pte_access(s, p, task, cpu_nid, page, head, hu, nr, op, now, cost, fast):
     cost += flush_irqs_ns(s, p, s.task[task].cpu)
     if tlb_model_on(s):
         cpu = s.task[task].cpu
-        walks = tlb_access(s.tlbs, s.task, s.mm, s.pgdat, s.counters, task, cpu, s.cpu[cpu].node,
+        walks = tlb_access(s, task, cpu, s.cpu[cpu].node,
                            translation_tag(s, page), np.int64(nid), pte_write(s, head), kind == OP_STORE)
         cost += walks * p[P.TLB_WALK_NS]
     f |= PG_YOUNG

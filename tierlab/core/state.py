@@ -474,7 +474,7 @@ class Tlbs(NamedTuple):
     level and way an entry; all empty (geo zero) when the TLB model is off."""
     geo: np.ndarray         # int64[3, 2]: sets, ways
     tag: np.ndarray         # int64[C, 3, E]: page id (text pages negative), -1 empty
-    gen: np.ndarray         # int64[C, 3, E]: the CPU's generation when filled
+    set_gen: np.ndarray     # int64[C, 3, S]: per set, the CPU's generation when its entries were filled
     stamp: np.ndarray       # int64[C, 3, E]: the CPU's tick at the last use (LRU)
     node: np.ndarray        # int8[C, 3, E]: node of the frame the entry translates to
     wr: np.ndarray          # int8[C, 3, E]: the entry allows stores
@@ -488,7 +488,7 @@ def tlbs_array(nr_cpus: int, geometry=None) -> Tlbs:
     geo = np.zeros((3, 2), np.int64) if geometry is None else np.asarray(geometry, np.int64).reshape(3, 2)
     e = int((geo[:, 0] * geo[:, 1]).max())
     shape = (nr_cpus, 3, e)
-    return Tlbs(geo=geo, tag=np.full(shape, -1, np.int64), gen=np.zeros(shape, np.int64),
+    return Tlbs(geo=geo, tag=np.full(shape, -1, np.int64), set_gen=np.zeros((nr_cpus, 3, int(geo[:, 0].max())), np.int64),
                 stamp=np.zeros(shape, np.int64), node=np.zeros(shape, np.int8), wr=np.zeros(shape, np.int8),
                 cpu_gen=np.zeros(nr_cpus, np.int64), cpu_tick=np.zeros(nr_cpus, np.int64),
                 need_flush=np.zeros(nr_cpus, np.int8))

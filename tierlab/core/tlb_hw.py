@@ -9,7 +9,8 @@ table gives the geometry). What tlb.py's flushes do to them, and what they cost 
   dTLB-store-misses and iTLB-load-misses count the walks (an STLB miss), as Intel's generic perf
   events do (DTLB_LOAD_MISSES.WALK_COMPLETED, ...).
 - cpu_tlb_flush(): a CPU executing a flush: a whole flush bumps the CPU's generation (every entry
-  filled under an older one is invalid: O(1)); a ranged one invalidates those pages (INVLPG).
+  filled under an older one is invalid: O(1); a set is emptied at its next lookup); a ranged one
+  invalidates those pages (INVLPG).
   tlb_cpu_flush_all / tlb_cpu_flush_one count what each CPU executed (the receipts, the sender's
   own flush, and the flush a lazy CPU owes when it returns to a user task).
 - Lazy CPUs (tlb.cpu_is_lazy) are skipped by shootdowns; x86 flushes when such a CPU switches back
@@ -67,40 +68,54 @@ def translation_tag(s, page):
 
 @jit_inline
 def tlb_lookup(t, cpu, lvl, tag, gen):
-    """One pass over the set of `lvl` on `cpu` that `tag` maps to. Returns (the way holding `tag`
-    under the CPU's generation, or -1; the way a fill of `tag` takes if that way is invalidated
-    first or none holds it): the first invalid way (empty or of an older generation), else the
-    first of the least recently used. The set must not change between the lookup and that fill."""
+    """Look up `tag` in its set of `lvl` on `cpu`. Returns (the way holding `tag` under the CPU's
+    generation, or -1; the way a fill of `tag` takes if that way is invalidated first or none holds
+    it): the first invalid way (empty or of an older generation), else the first of the least
+    recently used. The set must not change between the lookup and that fill.
+
+    A generation is kept per set, not per way: a set whose generation is older than the CPU's is
+    emptied at its first lookup since the flush (its every entry was invalid; their LRU stamps are
+    never read before a fill, as an invalid way is always taken first), so within a set every tag
+    but NO_TAG is valid. The hit is found comparing tags only; the stamps are read only to choose
+    a victim in a full set."""
     sets = t.geo[lvl, 0]
-    ways = t.geo[lvl, 1]
-    base = np.uint64((tag & (sets - 1)) * ways)
+    ways = np.uint64(t.geo[lvl, 1])
+    si = np.uint64(tag & (sets - 1))
+    base = si * ways
+    end = base + ways
     tags = t.tag[np.uint64(cpu), np.uint64(lvl)]     # unsigned: no negative-index fix-up per way
-    gens = t.gen[np.uint64(cpu), np.uint64(lvl)]
-    stamps = t.stamp[np.uint64(cpu), np.uint64(lvl)]
+    set_gen = t.set_gen[np.uint64(cpu), np.uint64(lvl)]
+    if set_gen[si] != gen:
+        for i in range(base, end):
+            tags[i] = NO_TAG
+        set_gen[si] = gen
+        return np.int64(-1), np.int64(base)
     invalid = np.int64(-1)
-    victim = np.int64(base)
-    oldest = stamps[base]
-    for i in range(base, base + np.uint64(ways)):
+    for i in range(base, end):
         tg = tags[i]
-        live = gens[i] == gen
-        if tg == tag and live:
+        if tg == tag:
             # a fill after this way is invalidated (a store to a read-only entry) takes the first
             # invalid way: one before it, else this one
             return np.int64(i), (invalid if invalid >= 0 else np.int64(i))
-        if invalid < 0:
-            if tg == NO_TAG or not live:
-                invalid = np.int64(i)
-            elif stamps[i] < oldest:
-                oldest = stamps[i]
-                victim = np.int64(i)
-    return np.int64(-1), (invalid if invalid >= 0 else victim)
+        if tg == NO_TAG and invalid < 0:
+            invalid = np.int64(i)
+    if invalid >= 0:
+        return np.int64(-1), invalid
+    stamps = t.stamp[np.uint64(cpu), np.uint64(lvl)]
+    victim = base
+    oldest = stamps[base]
+    for i in range(base + np.uint64(1), end):
+        if stamps[i] < oldest:
+            oldest = stamps[i]
+            victim = i
+    return np.int64(-1), np.int64(victim)
 
 
 @jit_inline
-def tlb_put(t, cpu, lvl, way, tag, gen, tick, nid, writable):
-    """Put a translation in `way` of `lvl` (tlb_lookup's choice)."""
+def tlb_put(t, cpu, lvl, way, tag, tick, nid, writable):
+    """Put a translation in `way` of `lvl` (tlb_lookup's choice, so its set is of the CPU's
+    generation)."""
     t.tag[cpu, lvl, way] = tag
-    t.gen[cpu, lvl, way] = gen
     t.stamp[cpu, lvl, way] = tick
     t.node[cpu, lvl, way] = nid
     t.wr[cpu, lvl, way] = writable
@@ -134,34 +149,41 @@ def check_stale(t, pgdat, counters, cpu, lvl, i, nid, store, cpu_nid):
 
 @jit_inline
 def translate(t, pgdat, counters, cpu, cpu_nid, first, tag, nid, writable, store, gen, tick):
-    """One translation through `first` (DTLB or ITLB) and the STLB. Returns 1 for a page walk."""
-    i, vi = tlb_lookup(t, cpu, first, tag, gen)
-    if i >= 0:
-        if not (store and not t.wr[cpu, first, i]):
-            t.stamp[cpu, first, i] = tick
-            check_stale(t, pgdat, counters, cpu, first, i, nid, store, cpu_nid)
-            return 0
-        t.tag[cpu, first, i] = NO_TAG      # a store to a read-only entry walks again
-    j, vj = tlb_lookup(t, cpu, STLB, tag, gen)
-    if j >= 0:
-        if not (store and not t.wr[cpu, STLB, j]):
-            t.stamp[cpu, STLB, j] = tick
-            check_stale(t, pgdat, counters, cpu, STLB, j, nid, store, cpu_nid)
-            tlb_put(t, cpu, first, vi, tag, gen, tick, t.node[cpu, STLB, j], t.wr[cpu, STLB, j])
-            return 0
-        t.tag[cpu, STLB, j] = NO_TAG
-    tlb_put(t, cpu, STLB, vj, tag, gen, tick, nid, writable)
-    tlb_put(t, cpu, first, vi, tag, gen, tick, nid, writable)
+    """One translation through `first` (DTLB or ITLB) and the STLB. Returns 1 for a page walk.
+    The two levels are one loop, so that the lookup is compiled once (the compile budget counts
+    an inlined kernel at every call site)."""
+    lvl = first
+    vi = np.int64(-1)
+    for _ in range(2):
+        i, v = tlb_lookup(t, cpu, lvl, tag, gen)
+        if lvl == first:
+            vi = v
+        if i >= 0:
+            if not (store and not t.wr[cpu, lvl, i]):
+                t.stamp[cpu, lvl, i] = tick
+                if first == DTLB:   # a text entry is never stale: every fill of a text tag has node -1
+                    check_stale(t, pgdat, counters, cpu, lvl, i, nid, store, cpu_nid)
+                if lvl == STLB:
+                    tlb_put(t, cpu, first, vi, tag, tick, t.node[cpu, STLB, i], t.wr[cpu, STLB, i])
+                return 0
+            t.tag[cpu, lvl, i] = NO_TAG      # a store to a read-only entry walks again
+        if lvl == STLB:
+            tlb_put(t, cpu, STLB, v, tag, tick, nid, writable)
+        lvl = STLB
+    tlb_put(t, cpu, first, vi, tag, tick, nid, writable)
     return 1
 
 
-@jit
-def tlb_access(t, tasks, mms, pgdat, counters, task, cpu, cpu_nid, tag, nid, writable, store):
+@jit_inline
+def tlb_access(s, task, cpu, cpu_nid, tag, nid, writable, store):
     """The translations of one access by `task` on `cpu` (of node cpu_nid) to the page (or
     PMD-mapped folio head) `tag` whose frame is on node nid, through a PTE that is `writable`: the
     fetch of the task's next text page, then the data address. Counts the walks; returns their
-    number. Called once per load or store: it takes the arrays it uses (s.tlbs, s.task, s.mm,
-    s.pgdat, s.counters)."""
+    number. Inlined into the access path (the loads of the arrays it uses are then made once per
+    run, not at every call); the two translations are one loop over the first levels so that its
+    body is compiled once (the compile budget counts an inlined kernel at every call site)."""
+    t = s.tlbs
+    counters = s.counters
     if t.need_flush[cpu]:
         t.need_flush[cpu] = 0
         tlb_flush_all(t, counters, cpu, cpu_nid)
@@ -169,18 +191,22 @@ def tlb_access(t, tasks, mms, pgdat, counters, task, cpu, cpu_nid, tag, nid, wri
     t.cpu_tick[cpu] += 1
     tick = t.cpu_tick[cpu]
     walks = 0
-    mm = tasks[task].mm
-    nt = mms[mm].text_pages
-    if nt > 0:
-        k = tasks[task].text_next
-        tasks[task].text_next = k + 1 if k + 1 < nt else 0
-        ttag = TEXT_TAG_BASE - mm * TEXT_TAG_STRIDE - k
-        if translate(t, pgdat, counters, cpu, cpu_nid, ITLB, ttag, -1, 0, False, gen, tick):
-            counters[cpu_nid, Vm.ITLB_LOAD_MISSES] += 1
+    mm = s.task[task].mm
+    nt = s.mm[mm].text_pages
+    for first in range(ITLB, DTLB - 1, -1):
+        if first == ITLB:
+            if nt <= 0:
+                continue
+            k = s.task[task].text_next
+            s.task[task].text_next = k + 1 if k + 1 < nt else 0
+            xtag, xnid, xwr, xstore = TEXT_TAG_BASE - mm * TEXT_TAG_STRIDE - k, np.int64(-1), 0, False
+            miss = Vm.ITLB_LOAD_MISSES
+        else:
+            xtag, xnid, xwr, xstore = tag, nid, 1 if writable else 0, store
+            miss = Vm.DTLB_STORE_MISSES if store else Vm.DTLB_LOAD_MISSES
+        if translate(t, s.pgdat, counters, cpu, cpu_nid, first, xtag, xnid, xwr, xstore, gen, tick):
+            counters[cpu_nid, miss] += 1
             walks += 1
-    if translate(t, pgdat, counters, cpu, cpu_nid, DTLB, tag, nid, 1 if writable else 0, store, gen, tick):
-        counters[cpu_nid, Vm.DTLB_STORE_MISSES if store else Vm.DTLB_LOAD_MISSES] += 1
-        walks += 1
     return walks
 
 
