@@ -70,6 +70,9 @@ def test_ranges_are_huge_page_aligned_and_an_updating_range_uses_the_budget():
         assert n == expect
         # tierlab's walk counters: one call, one range of 512 pages, and it updated
         assert _walk(sim) == (k + 1, 512 * (k + 1), k + 1, k + 1)
+        # mm->tlb_flush_pending is raised while the walk runs (tlb.mm_tlb_flush_pending)
+        t0 = (1000 + k) * 1_000_000
+        assert (s.mm[0]["flush_pending_start"], s.mm[0]["flush_pending_end"]) == (t0, t0 + int(cost))
         assert cost == 512 * pte_ns + expect * upd_ns
         assert s.mm[0]["numa_scan_offset"] == hi
         for x in range(lo, hi):

@@ -4,7 +4,8 @@
   nr_tlb_remote_flush with one nr_tlb_remote_flush_received per other CPU that is not lazy (runs a
   task: an idle CPU or kswapd's keeps the mm loaded lazily and is skipped); the sender's own flush
   counts nr_tlb_local_flush_all (full) or nr_tlb_local_flush_one per page, unless it is lazy;
-- an unmap with TTU_BATCH_FLUSH: a PROT_NONE or unmapped folio adds nothing; a folio of an mm that
+- an unmap with TTU_BATCH_FLUSH: an unmapped folio adds nothing, nor a PROT_NONE one unless a NUMA
+  scan of its mm has its mmu_gather open (pte_accessible); a folio of an mm that
   ran only on the sender is flushed at once, one page per PTE (ptep_clear_flush); otherwise the mm's
   CPUs join the batch, and try_to_unmap_flush() sends one full flush and empties it; a migration
   without 6.4's batched flushing (migrate_batch_flush=0) flushes each PTE as it goes;
@@ -193,14 +194,14 @@ def test_unmap_batch_skips_inaccessible_ptes_and_flushes_once():
     assert not batch.any()                                    # empty between calls
     # a PROT_NONE PTE (the NUMA scanner's) needs no flush: commit 4d4b6d66db
     s.pages.flags[10] |= st.PG_PROTNONE
-    assert folio_tlb_mm(s, 10) == st.NO_MM
+    assert folio_tlb_mm(s, 10, 0) == st.NO_MM
     # a page no page table maps (e.g. read()-only page cache) neither
     s.pages.flags2[11] &= ~st.F2_MAPPED
-    assert folio_tlb_mm(s, 11) == st.NO_MM
-    assert folio_tlb_mm(s, 12) == 0
+    assert folio_tlb_mm(s, 11, 0) == st.NO_MM
+    assert folio_tlb_mm(s, 12, 0) == 0
     before = counters(sim)
     for x in (10, 11, 12, 13, 14):
-        tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, x), x, 1, 1)   # sender: CPU 1 (node 0's kswapd)
+        tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, x, 0), x, 1, 1)   # sender: CPU 1 (node 0's kswapd)
     assert _tlb(sim, before) == (0, 0, 0, 0)                  # deferred
     assert try_to_unmap_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)                  # one full flush to CPUs 0 and 2
@@ -215,7 +216,7 @@ def test_unmap_from_the_only_cpu_flushes_each_pte_at_once():
     _set_mask(s, (0,))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, 20), 20, 4, 0)   # a 4-page folio, direct reclaim on CPU 0
+    tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, 20, 0), 20, 4, 0)   # a 4-page folio, direct reclaim on CPU 0
     assert _tlb(sim, before) == (0, 0, 0, 4)                  # ptep_clear_flush: one page per PTE
     assert not batch.any()
 
@@ -230,7 +231,7 @@ def test_migration_without_batched_flushing_shoots_down_each_pte_as_it_goes():
     _set_mask(s, (0, 2))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    cost = try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30), 30, 2, 1, False)   # 2 PTEs, from kswapd's CPU 1
+    cost = try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30, 0), 30, 2, 1, False)   # 2 PTEs, from kswapd's CPU 1
     assert _tlb(sim, before) == (2, 4, 0, 0)                  # a one-page shootdown per PTE, to CPUs 0 and 2
     assert not batch.any()
     per_flush = p[P.TLB_SHOOTDOWN_NS] + 2 * p[P.TLB_IPI_NS]
@@ -240,7 +241,7 @@ def test_migration_without_batched_flushing_shoots_down_each_pte_as_it_goes():
     _set_mask(s, (0, 2))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    assert try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30), 30, 2, 1, False) == 0.0
+    assert try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30, 0), 30, 2, 1, False) == 0.0
     assert _tlb(sim, before) == (0, 0, 0, 0) and batch.any()      # deferred to the batch's one flush
 
 
@@ -315,13 +316,13 @@ def test_migrc_defers_only_small_read_only_clean_folios_whose_flush_is_deferred(
     s.pages.flags2[21] |= st.F2_PTE_WRITE            # writable: can_migrc_fail
     s.pages.flags[22] |= st.PG_DIRTY                 # dirty (set_tlb_ubc_flush_pending's `writable`)
     s.pages.flags[23] |= st.PG_PROTNONE              # inaccessible: no flush needed at all
-    assert migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20), 1, 1)
-    assert not migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20), 4, 1)    # a large folio
+    assert migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20, 0), 1, 1)
+    assert not migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20, 0), 4, 1)    # a large folio
     for x in (21, 22, 23):
-        assert not migrc_can_defer(s, p, x, folio_tlb_mm(s, x), 1, 1)
+        assert not migrc_can_defer(s, p, x, folio_tlb_mm(s, x, 0), 1, 1)
     _set_mask(s, (0,))
     # the mm ran only on the sender: ptep_clear_flush flushes at once, the read-only batch stays empty
-    assert not migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20), 1, 0)
+    assert not migrc_can_defer(s, p, 20, folio_tlb_mm(s, 20, 0), 1, 0)
     off = _sim()
     _set_mask(off.state, (0, 2))
     _read_only_clean(off.state, 20)
@@ -579,3 +580,57 @@ def test_migrc_release_by_kswapds_flush_counts_no_local_flush():
     assert try_to_unmap_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)
     assert _held(s) == [0, 0] and not s.tlb_ubc[MIGRC_UBC].any()
+
+
+def _promotion_sim(**knobs):
+    # node 0 (DRAM, CPUs 0-3) too small for the 256 pages task 0 stores, so they spill to the CXL
+    # node 1; then tiering mode, and room on node 0 for the promotions below
+    sim = make_sim(machine((64, 4, DRAM), (16384, 0, CXL)), [Region("a", "anon", 256)], lru_batch_size=1, **knobs)
+    run(sim, seq(range(256), STORE))
+    sim.set_knobs(numa_balancing=2)
+    s = sim.state
+    s.pgdat["free"][0] += 1000
+    _set_mask(s, (0, 1))                            # the mm ran on CPUs 0 and 1, both running its task
+    s.sys[0].current = 0
+    s.task[0]["cpu"] = 0
+    on_cxl = np.flatnonzero(s.pages.node[:256] == 1)
+    for x in on_cxl[:3]:                             # the NUMA scanner made their PTEs PROT_NONE
+        s.pages.flags[x] |= st.PG_PROTNONE
+        s.pages.flags2[x] &= ~st.F2_PTE_WRITE
+        s.pages.flags[x] &= ~st.PG_DIRTY             # clean (as after a migration with migration_entry_ad=0)
+    return sim, on_cxl[:3]
+
+
+def test_a_promotion_flushes_only_while_a_scan_of_its_mm_is_open():
+    """x86's pte_accessible(): a PROT_NONE PTE is accessible only while mm->tlb_flush_pending is
+    raised, i.e. while a NUMA scan of the mm has its mmu_gather open (change_prot_numa). A hint-fault
+    promotion then puts the PTE in migrate_pages_batch()'s TLB batch, flushed at the end of the unmap
+    (try_to_unmap_flush: one full flush, a shootdown to CPU 1 and CPU 0's own, behind the batch's
+    generation); outside that window it flushes nothing (commit 4d4b6d66db)."""
+    from tierlab.core.memory import do_numa_page
+    sim, (x, y, _) = _promotion_sim()
+    s, p = sim.state, sim.p
+    before = counters(sim)
+    do_numa_page(s, p, 0, x, 0, 1000)                # no scan open
+    assert int(s.pages.node[x]) == 0 and _tlb(sim, before) == (0, 0, 0, 0)
+    s.mm[0]["flush_pending_start"], s.mm[0]["flush_pending_end"] = 2000, 3000
+    do_numa_page(s, p, 0, y, 0, 2500)                # inside the window [2000, 3000)
+    assert int(s.pages.node[y]) == 0 and _tlb(sim, before) == (1, 1, 1, 0)
+    assert not s.tlb_ubc[TLB_UBC].any()              # the batch was flushed and emptied
+    assert counters(sim)["pgpromote_success"] - before["pgpromote_success"] == 2
+
+
+def test_migrc_defers_a_promotions_flush_while_a_scan_is_open():
+    """Under MIGRC the same promotion of a clean folio goes into the read-only batch instead: nothing
+    is flushed, the source is held until a flush covers CPUs 0 and 1. At the window's end (exclusive)
+    the PTE is not accessible any more: no flush, nothing held."""
+    from tierlab.core.memory import do_numa_page
+    sim, (x, y, _) = _promotion_sim(migrc="on", migration_entry_ad=0)
+    s, p = sim.state, sim.p
+    s.mm[0]["flush_pending_start"], s.mm[0]["flush_pending_end"] = 2000, 3000
+    before = counters(sim)
+    do_numa_page(s, p, 0, x, 0, 2500)
+    assert int(s.pages.node[x]) == 0 and _tlb(sim, before) == (0, 0, 0, 0)
+    assert _held(s) == [0, 1]
+    do_numa_page(s, p, 0, y, 0, 3000)
+    assert int(s.pages.node[y]) == 0 and _tlb(sim, before) == (0, 0, 0, 0) and _held(s) == [0, 1]

@@ -71,10 +71,13 @@ from .page_alloc import (
 from .params import P
 from .profile import K, charge
 from .state import (
-    WMARK_MIN, folio_head, F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
+    NO_MM, WMARK_MIN, folio_head, F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, MPOL_BIND, F2_SWAPPED, PG_ACTIVE, PG_DIRTY,
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
-from .tlb import current_cpu, flush_irqs_ns, migrc_flush_free_folios, shootdown_ns
+from .tlb import (
+    TLB_UBC, current_cpu, flush_irqs_ns, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_flush_free_folios,
+    shootdown_ns, try_to_migrate_tlb,
+)
 from .tlb_hw import tlb_access, tlb_model_on, translation_tag
 from .vmstat import MthpStat, Vm
 
@@ -246,8 +249,11 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
     do_huge_pmd_numa_page(), which the RFC leaves uncounted), in tiering mode promote a slow-tier
     folio the decision accepts (migrate_misplaced_folio_prepare + migrate_misplaced_folio: the new
     PTE is read-only, see the module docstring; the fault then goes into the task's statistics,
-    task_numa_fault, which move its scan period), else restore the PTE. No TLB shootdown is
-    charged: the old PTE was PROT_NONE (commit 4d4b6d66db). Returns the cost."""
+    task_numa_fault, which move its scan period), else restore the PTE. The migration's unmap
+    flushes nothing, as the old PTE is PROT_NONE (commit 4d4b6d66db), unless another CPU's NUMA
+    scan of the mm has its mmu_gather open (pte_accessible: tlb.folio_tlb_mm): then it goes into
+    migrate_pages_batch()'s TLB batch (or MIGRC's read-only one, migrc_can_defer) and the batch is
+    flushed at the end of the unmap (try_to_unmap_flush). Returns the cost."""
     nr = folio_nr_pages(s, head)
     r = region_of(s, head)
     mm = s.regions.mm[r]                           # vma->vm_mm, the faulting task's mm
@@ -262,8 +268,14 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
         return cost
     if lru_gen_enabled(p):
         s.pages.flags[head] |= PG_ACTIVE    # folio_add_lru in a fault: the new (or put back) folio is young
-    # never deferred by MIGRC: a PROT_NONE PTE needs no flush, so the read-only batch stays empty
-    ok, c = migrate_misplaced_folio(s, p, head, dst, nr, False, now)
+    sender = current_cpu(s)
+    tlb_mm = folio_tlb_mm(s, head, now)     # NO_MM unless a scan of the mm is flushing (PROT_NONE PTE)
+    keep = migrc_can_defer(s, p, head, tlb_mm, nr, sender)
+    ok, c = migrate_misplaced_folio(s, p, head, dst, nr, keep, now)
+    if ok and tlb_mm != NO_MM:
+        batch = s.tlb_ubc[TLB_UBC]
+        c += try_to_migrate_tlb(s, p, batch, tlb_mm, head, nr, sender, keep)
+        c += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender))
     if ok:
         # the promoted folio is on the target, a top-tier node: the fault is recorded (remote:
         # the folio was elsewhere at the fault; private: a slow-tier folio has no last cpupid)

@@ -190,7 +190,7 @@ def migrate_folio_list(s, p, folios, n, dst, now):
             putback_failed_folio(s, x, nr)
             failed += 1
             continue
-        tlb_mm = folio_tlb_mm(s, x)
+        tlb_mm = folio_tlb_mm(s, x, now + np.int64(cost))
         cost += move_isolated_folio(s, p, x, dst, False, now + np.int64(cost))
         cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, False)
     cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, n)

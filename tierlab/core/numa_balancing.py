@@ -646,13 +646,18 @@ def task_numa_work(s, p, task, now):
         s.mm[mm].numa_scan_offset = x
     else:
         reset_ptenuma_scan(s, mm)
+    cost = walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS]
     if walked > 0:
         nid = s.cpu[sender].node
         s.counters[nid, Vm.NUMA_SCAN_CALLS] += 1
         s.counters[nid, Vm.NUMA_SCAN_WALKED_PAGES] += walked
         s.counters[nid, Vm.NUMA_SCAN_RANGES] += ranges
         s.counters[nid, Vm.NUMA_SCAN_RANGES_UPDATED] += ranges_updated
-    return walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS]
+        # change_prot_numa()'s mmu_gathers hold mm->tlb_flush_pending raised while the walk runs:
+        # a PROT_NONE PTE of the mm is then pte_accessible() (tlb.mm_tlb_flush_pending)
+        s.mm[mm].flush_pending_start = now
+        s.mm[mm].flush_pending_end = now + np.int64(cost)
+    return cost
 
 
 @jit_inline

@@ -109,7 +109,7 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         nr = folio_nr_pages(s, x)
         src = s.pages.node[x]
         nr_folios += 1
-        tlb_mm = folio_tlb_mm(s, x)
+        tlb_mm = folio_tlb_mm(s, x, clock + np.int64(cost))
         keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)
         ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, clock + np.int64(cost))
         cost += c

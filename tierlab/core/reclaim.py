@@ -295,7 +295,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             folio_putback_lru(s, x, lru_gen)
             putback += 1
             continue
-        tlb_mm = folio_tlb_mm(s, x)          # before unmapping or migration changes the PTE
+        tlb_mm = folio_tlb_mm(s, x, now + np.int64(cost))   # before unmapping or migration changes the PTE
         if demote:
             # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
             keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)

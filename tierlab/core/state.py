@@ -389,6 +389,8 @@ MM_DTYPE = np.dtype([
     ("policy_nodes", np.uint64),     # its nodemask, bit n = node n
     ("cpumask", np.uint64, (MM_CPUMASK_WORDS,)),  # mm_cpumask(): CPU slots that ran the mm's threads
     ("tlb_gen", np.int64),           # mm->context.tlb_gen: bumped by every flush request (inc_mm_tlb_gen)
+    ("flush_pending_start", np.int64),  # mm->tlb_flush_pending raised over [start, end) of virtual time:
+    ("flush_pending_end", np.int64),    # the NUMA scanner's open page-table update (tlb.mm_tlb_flush_pending)
     ("text_pages", np.int64),        # pages of hot code its threads fetch (tlb_hw.py's iTLB stream; 0: none)
     ("start_after", np.int64),       # the mm whose teardown starts this one's tasks (a parent's wait and
                                      # fork, e.g. make's job server); -1: none (they start at task.start)

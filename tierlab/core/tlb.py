@@ -21,14 +21,16 @@ share current->tlb_ubc, flushed once at the end (reclaim.py); the page-cache pro
 batch flushes once per batch (pagecache_promotion.py); MIGRC defers what it can in both (below);
 munmap and exit (tlb_flush_mmu) in mm.py; the NUMA scanner's change_prot_numa() (tlb_finish_mmu
 over the range of changed PTEs) in numa_balancing.py. A hint
-fault's promotion flushes nothing: do_numa_page() migrates with the PTE still PROT_NONE, and a
-model page has one mapping. Not modelled: x86's pte_accessible() also counts a PROT_NONE PTE as
-accessible while mm->tlb_flush_pending is raised (tlb_gather_mmu to tlb_finish_mmu: another CPU's
-change_prot_numa() of the same mm in progress), so a promotion faulting inside a scan window puts
-its mm's CPUs in the batch: a full flush from the faulting CPU (nr_tlb_local_flush_all plus a
-shootdown) in v6.7, a deferral under MIGRC for a read-only clean PTE. It is the only way a hint
-fault's promotion flushes at all, and a candidate for seed 004's baseline nr_tlb_local_flush_all,
-which MIGRC more than halves (#32).
+fault's promotion (memory.do_numa_page) migrates with the PTE still PROT_NONE, and a model page has
+one mapping, so it flushes nothing -- except that x86's pte_accessible() also counts a PROT_NONE
+PTE as accessible while mm->tlb_flush_pending is raised (tlb_gather_mmu to tlb_finish_mmu: another
+CPU's change_prot_numa() of the same mm in progress; mm_tlb_flush_pending, the scanner's window
+set by numa_balancing.task_numa_work). A promotion faulting inside that window puts its mm's CPUs
+in migrate_pages_batch()'s batch, flushed at the end of the unmap from the faulting CPU (a full
+flush: nr_tlb_local_flush_all plus a shootdown), or under MIGRC defers a read-only clean PTE. It
+is the only way a hint fault's promotion flushes (the 6.12 guest: 175 of 5,616 promotions in a
+traced XSBench-shaped run, docs/oracle.md), and MIGRC's deferral of it is the candidate for the
+fall of seed 004's nr_tlb_local_flush_all (#32).
 
 Lazy TLB (6.7's x86): a CPU running a kernel thread (kswapd) or idle keeps the last user mm loaded
 lazily; flush_tlb_multi() skips it (tlb_is_not_lazy) and, as a sender, it flushes nothing of its
@@ -247,13 +249,29 @@ NR_TLB_UBC = 3
 
 
 @jit_inline
-def folio_tlb_mm(s, head):
-    """The mm whose TLBs may hold the folio at `head`: the mm mapping it through an accessible PTE
-    (pte_accessible), or NO_MM when no page table maps it or its PTE is PROT_NONE. Read it before
-    unmapping or migrating the folio changes its PTE state."""
-    if not (s.pages.flags2[head] & F2_MAPPED) or (s.pages.flags[head] & PG_PROTNONE):
+def folio_tlb_mm(s, head, now):
+    """The mm whose TLBs may hold the folio at `head` at time `now`: the mm mapping it through an
+    accessible PTE, or NO_MM when no page table maps it or its PTE is not accessible. x86's
+    pte_accessible(): a present PTE is; a PROT_NONE one only while the mm has a TLB flush pending
+    (mm_tlb_flush_pending: another CPU may still cache the translation the NUMA scanner has just
+    made PROT_NONE and not yet flushed), so an unmap then flushes. Read it before unmapping or
+    migrating the folio changes its PTE state."""
+    if not (s.pages.flags2[head] & F2_MAPPED):
         return NO_MM
-    return s.regions.mm[region_of(s, head)]
+    mm = s.regions.mm[region_of(s, head)]
+    if (s.pages.flags[head] & PG_PROTNONE) and not mm_tlb_flush_pending(s, mm, now):
+        return NO_MM
+    return mm
+
+
+@jit_inline
+def mm_tlb_flush_pending(s, mm, now):
+    """mm_tlb_flush_pending(): an mmu_gather of the mm is open at `now` -- in the model the NUMA
+    scanner's task_numa_work() call, whose change_prot_numa() ranges raise mm->tlb_flush_pending
+    (tlb_gather_mmu) until their flush (tlb_finish_mmu). Simplified: one window over the whole call
+    (the kernel lowers it for a moment between ranges); munmap's and reclaim's own gathers are not
+    windows here (they flush what they change before anything else can fault on it)."""
+    return s.mm[mm].flush_pending_start <= now < s.mm[mm].flush_pending_end
 
 
 @jit_inline

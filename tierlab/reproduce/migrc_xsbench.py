@@ -82,10 +82,13 @@ changes depend on the scale: nr_tlb_remote_flush -59.0 % at 64, -86.6 % at 16 (t
 and nr_tlb_local_flush_all +2,916 % at 64, +4,310 % at 16 -- still a rise at full size (~37 k
 releases against a baseline that falls with the scale, 46.8 k at 64, 13.5 k at 16), as the model's baseline
 has next to none of the seed's 216,584 local full flushes (0.017 per promotion; the model's 0.0004
-at scale 16). What the seed's MIGRC halves there is not in the model; the candidate is a promotion
-faulting inside another thread's change_prot_numa() window, whose PROT_NONE PTE x86 counts as
-accessible (mm->tlb_flush_pending), so v6.7 flushes it from the faulting CPU and MIGRC defers it
-(core/tlb.py's docstring).
+at scale 16). What the seed's MIGRC halves there: a promotion faulting inside another thread's
+change_prot_numa() window, whose PROT_NONE PTE x86 counts as accessible (mm->tlb_flush_pending),
+so v6.7 flushes it from the faulting CPU and MIGRC defers it (core/tlb.py's docstring; modelled
+since the scanner's window, tlb.mm_tlb_flush_pending). With it, at scale 64 and fraction 0.1 (k = 1)
+the baseline's local full flushes rise 46.8 k -> 119 k (0.0041 per promotion; the seed 0.017, the
+6.12 guest's XSBench-shaped run 0.031) and the change falls from +2,916 % to +1,048 %: still a rise,
+as the releases (1.37 M) stay ~50x their full-size rate.
 """
 from __future__ import annotations
 
