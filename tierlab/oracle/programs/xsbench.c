@@ -113,7 +113,8 @@ static void *task_main(void *arg)
     volatile double *vec = (volatile double *)(stacks + (long long)t * PAGE);
     for (long long l = 0; l < mine; l++) {
         int tr = t == 0 && l < trace_lookups;
-        trace_n = 0;
+        if (tr)
+            trace_n = 0;        /* thread 0's buffer: another thread must not reset it mid-lookup */
         double e = next_unit(&s);
         double u = next_unit(&s) * mat_cum[nmat - 1];
         int mat = 0;
