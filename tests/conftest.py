@@ -50,6 +50,20 @@ def oracle_guest():
         pytest.skip(f"the oracle's guest cannot be built here: {e}")
 
 
+@pytest.fixture(scope="session")
+def own_kernel(oracle_guest):
+    """tierlab's own 6.12 kernel (tierlab/oracle/kernel.py), if it is built; skip otherwise: tests
+    never build it."""
+    from tierlab.oracle import kernel
+    k = kernel.cached_kernel()
+    if k is None:
+        pytest.skip(f"tierlab's kernel is not built (it takes many minutes; tests never build it): build it once "
+                    f"with `python -c 'from tierlab.oracle import kernel; kernel.ensure_own_kernel(print)'` or any "
+                    f"`tierlab oracle --kernel {kernel.NAME} ...` run (needs apt-get install {kernel.SOURCE_PACKAGE} "
+                    f"flex bison libelf-dev)")
+    return k
+
+
 @pytest.fixture
 def cached_kernel_dir(monkeypatch):
     """make(d, release): lay out `d` as a built, cached kernel of `release` (tierlab/oracle/kernel.py)

@@ -137,17 +137,6 @@ def test_demotion_entry_shows_the_tlb_counters_the_guest_has():
 
 # ---- a real guest on our kernel ------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def own_kernel(oracle_guest):
-    k = kernel.cached_kernel()
-    if k is None:
-        pytest.skip(f"tierlab's kernel is not built (it takes many minutes; tests never build it): build it once "
-                    f"with `python -c 'from tierlab.oracle import kernel; kernel.ensure_own_kernel(print)'` or any "
-                    f"`tierlab oracle --kernel {kernel.NAME} ...` run (needs apt-get install {kernel.SOURCE_PACKAGE} "
-                    f"flex bison libelf-dev)")
-    return k
-
-
 def test_guest_on_our_kernel_has_the_tlb_counters(own_kernel):
     """A short demotion run on our kernel: demotion happens, /proc/vmstat has CONFIG_DEBUG_TLBFLUSH's
     four counters, and its received count is /proc/interrupts' TLB shootdowns within a few: the dump

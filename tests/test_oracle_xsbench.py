@@ -105,18 +105,6 @@ def test_program_builds_and_touches_the_models_pages_per_lookup(tmp_path):
 
 # ---- a real guest on tierlab's kernel ------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def own_kernel(oracle_guest):
-    from tierlab.oracle import kernel
-    k = kernel.cached_kernel()
-    if k is None:
-        pytest.skip(f"tierlab's kernel is not built (it takes many minutes; tests never build it): build it once "
-                    f"with `python -c 'from tierlab.oracle import kernel; kernel.ensure_own_kernel(print)'` or any "
-                    f"`tierlab oracle --kernel {kernel.NAME} ...` run (needs apt-get install {kernel.SOURCE_PACKAGE} "
-                    f"flex bison libelf-dev)")
-    return k
-
-
 def test_guest_xsbench_promotes_and_counts_its_flushes(own_kernel):
     """The entry's workload in the guest on tierlab's kernel (mainline: no MIGRC):
     the grids spill to node 1 (in tiering mode the scanner protects only pages off the top tier, so
