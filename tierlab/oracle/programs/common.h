@@ -101,6 +101,19 @@ static inline void set_task_policy(struct policy p)
         die("set_mempolicy");
 }
 
+/* Add the CPUs of a cpulist ("0-3,8", as sysfs writes it; ends at a NUL or a newline) to `set`. */
+static inline void cpu_list_add(cpu_set_t *set, const char *list)
+{
+    for (const char *c = list; c && *c && *c != '\n'; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
+        int lo = atoi(c), hi = lo;
+        const char *dash = strchr(c, '-'), *comma = strchr(c, ',');
+        if (dash && (!comma || dash < comma))
+            hi = atoi(dash + 1);
+        for (int i = lo; i <= hi; i++)
+            CPU_SET(i, set);
+    }
+}
+
 /* Pin the calling thread to a CPU list such as "0", "0-3" or "0,2-3" (sched_setaffinity); an
  * empty list leaves it where it is. */
 static inline void set_cpus(const char *list)
@@ -109,14 +122,7 @@ static inline void set_cpus(const char *list)
         return;
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (const char *c = list; c && *c; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
-        int lo = atoi(c), hi = lo;
-        const char *dash = strchr(c, '-'), *comma = strchr(c, ',');
-        if (dash && (!comma || dash < comma))
-            hi = atoi(dash + 1);
-        for (int i = lo; i <= hi; i++)
-            CPU_SET(i, &set);
-    }
+    cpu_list_add(&set, list);
     if (sched_setaffinity(0, sizeof set, &set) != 0)
         die("sched_setaffinity");
 }
@@ -140,14 +146,7 @@ static inline void bind_cpus(const char *nodes)
         if (n < 0)
             die(path);
         list[n] = 0;
-        for (char *r = list; r && *r && *r != '\n'; r = strchr(r, ',') ? strchr(r, ',') + 1 : NULL) {
-            int lo = atoi(r), hi = lo;
-            char *dash = strchr(r, '-'), *comma = strchr(r, ',');
-            if (dash && (!comma || dash < comma))
-                hi = atoi(dash + 1);
-            for (int cpu = lo; cpu <= hi; cpu++)
-                CPU_SET(cpu, &set);
-        }
+        cpu_list_add(&set, list);
     }
     if (sched_setaffinity(0, sizeof set, &set) != 0)
         die("sched_setaffinity");
