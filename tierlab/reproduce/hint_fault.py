@@ -26,8 +26,8 @@ scan_ranges_updated_share_*: tierlab's numa_scan_* counters). At scale 64 the de
 visited), near the 96 calls a pass costs when nothing updates: 58 passes. The seed's 16 passes in
 a 637 s score would need ~400 calls a pass at the 100 ms period task_scan_min = task_scan_max gives
 192 GiB, i.e. about 45 % of its 768 ranges of 256 MiB updating in every pass (U + (768 - U) / 8 =
-398 gives U = 345), if the score is the run's length (the cover letter does not say). What would spread the updates over that many ranges in the
-kernel and not in the model is open (#29).
+398 gives U = 345), if the score is the run's length (the cover letter does not say). What would
+spread the updates over that many ranges in the kernel and not in the model is open (#29).
 
 At --scale F the counters (pages and events) and the score are multiplied by F (docs/scaling.md:
 the run is the full-size one with sizes and time divided by F; the fault count is read in full-size
