@@ -56,6 +56,35 @@ def _xsbench(w, seed: int):
     return "xsbench", args, {}
 
 
+def _fio(w, seed: int):
+    """fio.c: buffered reads with the psync/sync or io_uring engine. What the program cannot do
+    the same way is refused by name: writes (the guest's disk is mounted read-only, and the model's
+    writeback is not what this compares), time-based or runtime-limited jobs (the guest's clock is
+    TCG's, many times slower than the simulated machine's: the same runtime would be a different
+    number of I/Os), ramp_time, startdelay and nrfiles > 1."""
+    if w.rw not in ("read", "randread"):
+        raise ConfigError(f"rw: the guest program fio.c only reads; rw={w.rw} has no guest counterpart "
+                          f"(accepted: read, randread)")
+    for name, bad in (("time_based", w.time_based), ("runtime", w.runtime is not None),
+                      ("ramp_time", bool(w.ramp_time)), ("startdelay", bool(w.startdelay[1]))):
+        if bad:
+            raise ConfigError(f"{name}: fio.c runs a fixed number of I/Os (loops x size / bs); a time set in the "
+                              f"model's clock has no guest counterpart (TCG's clock is not the machine's); "
+                              f"accepted: leave {name} out")
+    if w.nrfiles != 1:
+        raise ConfigError(f"nrfiles: fio.c reads one file per job; nrfiles={w.nrfiles} has no guest "
+                          f"counterpart (accepted: 1)")
+    dist, param = w.random_distribution
+    name = "fio.shared" if w.shared else None
+    files = {name: w.file_pages * PAGE_SIZE} if name else \
+        {f"fio.{j}.0": w.file_pages * PAGE_SIZE for j in range(w.numjobs)}
+    args = {"size": w.file_pages * PAGE_SIZE, "bs": w.bs, "numjobs": w.numjobs, "rw": w.rw,
+            "ioengine": w.ioengine, "iodepth": w.iodepth, "loops": w.loops, "norandommap": w.norandommap,
+            "dist": dist, "dist_param": f"{param:g}", "fadvise_hint": w.fadvise_hint, "pre_read": w.pre_read,
+            "shared": int(w.shared), "file_policy": _policy(w.file_policy), "log_ios": w.log_ios, "seed": seed}
+    return "fio", args, files
+
+
 # anon_replay.c's record kinds
 REC_STORE, REC_MMAP, REC_MUNMAP, REC_RESIZE = 0, 1, 2, 3
 
@@ -115,7 +144,7 @@ def _anon_replay(w, seed: int):
 
 
 PROGRAMS = {"file-read": _file_read, "random-read": _random_read, "hot-chunks": _hot_chunks, "xsbench": _xsbench,
-            "anon-build": _anon_replay, "anon-browser": _anon_replay}
+            "fio": _fio, "anon-build": _anon_replay, "anon-browser": _anon_replay}
 
 
 def guest_program(workload: Workload, seed: int = 0, extra: dict | None = None) -> tuple[str, list[str], dict]:
