@@ -5,7 +5,8 @@ A mechanism names the counters that judge it and the factor within which model a
 to agree; an entry is one workload configuration (machine, scale, params, knobs, guest settings)
 run `repeat` times in the guest (the guest is not deterministic: kswapd runs on another vCPU in real
 time) and once in the model. Adding a mechanism (classic LRU vs MGLRU, mTHP order choice) is one
-more `Mechanism` and its entries; an entry's `guest_settings` set what the model has no knob for.
+more `Mechanism` and its entries (a row is a /proc/vmstat counter, a DERIVED sum, or a per-size THP
+stat `hugepages-<size>kB/<stat>`); an entry's `guest_settings` set what the model has no knob for.
 
 Time-driven mechanisms (NUMA balancing: scan delay and periods, the hot threshold, the promotion
 rate limit) see the guest's clock, and TCG runs the workload many times slower than the machine
@@ -38,6 +39,10 @@ RATE_KNOBS = {"promote_rate_limit_MBps": 65536}
 # /proc/interrupts). A shown row the guest's kernel lacks is left out of the entry's table.
 TLB_COUNTERS = ("nr_tlb_remote_flush", "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all",
                 "nr_tlb_local_flush_one")
+# Per-size THP stats as rows: `hugepages-<size>kB/<stat>` (the guest's hugepages-<size>kB/stats/<stat>,
+# after - before; the model's Result.mthp).
+MTHP_PREFIX = "hugepages-"
+MTHP_SIZES = ("16kB", "32kB", "64kB")
 # Sums both sides get (the kernel's split between kswapd and direct reclaim follows timing).
 DERIVED = {
     "pgdemote (kswapd+direct)": ("pgdemote_kswapd", "pgdemote_direct"),
@@ -108,6 +113,20 @@ MECHANISMS = {m.name: m for m in (
               shown_why="the split between kswapd and direct reclaim follows timing; the rest explain the judged rows",
               slack=50, slack_why="MGLRU's pgactivate: the model counts none for these reads; a handful "
                                   "against ~280,000 steals is not a difference this comparison can read"),
+    Mechanism("mthp", "multi-size THP: the anon fault's folio size (anon_folio_orders=mthp, 16K + 32K + 64K "
+                      "enabled) on the recorded anon programs, per-size stats (hugepages-<size>kB/stats)",
+              ("pgfault",
+               *(f"{MTHP_PREFIX}{z}/{st}" for st in ("anon_fault_alloc", "anon_fault_fallback", "split_deferred")
+                 for z in MTHP_SIZES),
+               f"{MTHP_PREFIX}128kB/anon_fault_alloc", f"{MTHP_PREFIX}2048kB/anon_fault_alloc"), 1.1,
+              shown=tuple(f"{MTHP_PREFIX}{z}/split" for z in MTHP_SIZES),
+              shown_why="split differs by design: an unmap that cuts a large folio queues it for deferred split "
+                        "on both sides (split_deferred, judged), the kernel's shrinker splits it only under memory "
+                        "pressure, the model at once (core/huge_memory.py)",
+              slack=10, slack_why="the guest's count also holds the shell's and the replay program's own "
+                                  "anonymous faults (a few small folios), and the shell's heap, polled while the "
+                                  "replay runs, is cut by brk in a timing-dependent number of places (a deferred "
+                                  "split or two)"),
 )}
 
 _DEMOTE = {"demotion_enabled": 1}
@@ -147,14 +166,43 @@ ENTRIES = [
           {"target": "file", "io": "read", "file_size": "1536MiB", "policy": "bind:0", "accesses": 600_000},
           {"lru_gen": 7},
           note="the same reads with the multi-gen LRU (lru_gen/enabled = 0x7, written after the default setting 0)"),
+    Entry("lru-classic-fio", "lru", "fio",
+          {"rw": "randread", "size": "1536MiB", "file_policy": "bind:0", "ioengine": "io_uring", "iodepth": 128,
+           "norandommap": 1, "loops": 6, "log_ios": 65536},
+          {"lru_gen": 0},
+          note="seed 003's fio job (tierlab/oracle/programs/fio.c): one job of buffered io_uring reads, 128 in "
+               "flight, of uniform random 4 KiB blocks (norandommap) of a file 1.5x node 0, page cache bound to "
+               "node 0; 6 x 98,304 reads at 1/4; classic LRU"),
+    Entry("lru-mglru-fio", "lru", "fio",
+          {"rw": "randread", "size": "1536MiB", "file_policy": "bind:0", "ioengine": "io_uring", "iodepth": 128,
+           "norandommap": 1, "loops": 6, "log_ios": 65536},
+          {"lru_gen": 7},
+          note="the same fio job with the multi-gen LRU (lru_gen/enabled = 0x7)"),
+    Entry("mthp-anon-browser", "mthp", "anon-browser", {},
+          {"anon_folio_orders": "mthp", "huge_anon_orders_always": "16K,32K,64K"}, scale=1,
+          note="the recorded browser's anon VMAs replayed by anon_replay.c (mmap, brk-like resizes, munmap, "
+               "first-touch stores); scale 1 because the replay refuses any other (recorded VMA sizes), no "
+               "memory pressure"),
+    Entry("mthp-anon-build", "mthp", "anon-build", {},
+          {"anon_folio_orders": "mthp", "huge_anon_orders_always": "16K,32K,64K"}, scale=1, repeat=1,
+          note="the recorded kernel build's anon VMAs, replayed the same way (scale 1; one guest run: ~1.1 M faults)"),
 ]
 
 
-def _value(counters, name: str):
+def _value(res, name: str):
+    """A row's count in `res` (a GuestResult or the model's Result: both have .counters and .mthp):
+    a DERIVED sum, a per-size THP stat `hugepages-<size>kB/<stat>`, or a /proc/vmstat counter; None
+    where that side has no such count."""
     if name in DERIVED:
-        parts = [guest_value(counters, n) for n in DERIVED[name]]
+        parts = [_value(res, n) for n in DERIVED[name]]
         return None if any(p is None for p in parts) else sum(parts)
-    return guest_value(counters, name)
+    if name.startswith(MTHP_PREFIX):
+        size, _, stat = name.partition("/")
+        m = getattr(res, "mthp", None)
+        if m is None or not len(m) or size not in m.index or stat not in m.columns:
+            return None
+        return int(m.loc[size, stat])
+    return guest_value(res.counters, name)
 
 
 def time_matched_knobs(knobs: dict, r: float) -> dict:
@@ -214,7 +262,7 @@ def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None =
                          guest_kernel=guest_kernel, icount=icount,
                          count_decisions=count_decisions and int(e.knobs.get("numa_balancing", 0)) > 0,
                          trace_scan=trace_scan and int(e.knobs.get("numa_balancing", 0)) > 0)
-        res.guest.append({c: _value(run.guest.counters, c) for c in MECHANISMS[e.mechanism].rows})
+        res.guest.append({c: _value(run.guest, c) for c in MECHANISMS[e.mechanism].rows})
         res.info.setdefault("guest_run_time_s", []).append(round(run.guest.run_time_s, 2))
         res.info.setdefault("guest_wall_s", []).append(round(run.wall_s, 1))
         res.info.setdefault("numa_scan_seq", []).append(run.guest.numa_scan_seq)
@@ -222,7 +270,7 @@ def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None =
         if run.spec.get("trace_scan"):
             from .scantrace import scan_summary
             res.info.setdefault("scan", []).append(scan_summary(run.guest))
-    res.model = {c: _value(run.model.counters, c) for c in MECHANISMS[e.mechanism].rows}
+    res.model = {c: _value(run.model, c) for c in MECHANISMS[e.mechanism].rows}
     res.info.update(kernel=run.guest.kernel, icount=icount, model_sim_time_s=round(run.model.sim_time_s, 3),
                     model_knobs=run.model.config["knobs"],
                     model_capacity_MiB=[nd["capacity"] >> 20 for nd in run.model_machine["nodes"]],
@@ -234,7 +282,7 @@ def run_entry(e: Entry, log=None, accel: str = "tcg", guest_kernel: str | None =
             log(f"{e.name}: time-matched model (R = {res.r:.1f})")
         cfg = dict(run.model.config, knobs=knobs)
         matched = api.build(cfg).run().result()
-        res.matched = {c: _value(matched.counters, c) for c in MECHANISMS[e.mechanism].rows}
+        res.matched = {c: _value(matched, c) for c in MECHANISMS[e.mechanism].rows}
         res.info["matched_sim_time_s"] = round(matched.sim_time_s, 3)
     return res
 
