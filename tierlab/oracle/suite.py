@@ -178,6 +178,19 @@ ENTRIES = [
            "norandommap": 1, "loops": 6, "log_ios": 65536},
           {"lru_gen": 7},
           note="the same fio job with the multi-gen LRU (lru_gen/enabled = 0x7)"),
+    Entry("lru-classic-fio-zipf", "lru", "fio",
+          {"rw": "randread", "size": "4096MiB", "file_policy": "bind:0", "ioengine": "psync",
+           "random_distribution": "zipf:1.1", "loops": 3, "log_ios": 65536},
+          {"lru_gen": 0},
+          note="skewed reads: one fio job of pread()s (psync) of 4 KiB blocks drawn by fio's zipf generator "
+               "(theta 1.1, fio's default; ranks hashed over the file) from a file 4x node 0, page cache bound to "
+               "node 0; 3 x 262,144 reads at 1/4; classic LRU"),
+    Entry("lru-mglru-fio-zipf", "lru", "fio",
+          {"rw": "randread", "size": "4096MiB", "file_policy": "bind:0", "ioengine": "psync",
+           "random_distribution": "zipf:1.1", "loops": 3, "log_ios": 65536},
+          {"lru_gen": 7},
+          note="the same zipf reads with the multi-gen LRU (lru_gen/enabled = 0x7): its tiers and refault "
+               "feedback see reads that repeat unevenly"),
     Entry("mthp-anon-browser", "mthp", "anon-browser", {},
           {"anon_folio_orders": "mthp", "huge_anon_orders_always": "16K,32K,64K"}, scale=1,
           note="the recorded browser's anon VMAs replayed by anon_replay.c (mmap, brk-like resizes, munmap, "
