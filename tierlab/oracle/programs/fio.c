@@ -244,13 +244,15 @@ static void uring_job(int job, int fd, char *buf, struct blockgen *g)
     for (unsigned slot = 0; slot < iodepth && issued < total; slot++, queued++)
         ring_queue(&r, fd, buf, next_block(job, g, issued++), slot);
     while (done < total) {
-        /* submit what is queued and wait for at least one completion */
-        if (syscall(SYS_io_uring_enter, r.fd, queued, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0) {
-            if (errno == EINTR)
+        /* submit what is queued and wait for at least one completion; what the kernel did not
+         * take this time stays queued for the next call */
+        long ret = syscall(SYS_io_uring_enter, r.fd, queued, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+        if (ret < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EBUSY)
                 continue;
             die("io_uring_enter");
         }
-        queued = 0;
+        queued -= (unsigned)ret;
         unsigned head = *r.cq_head, tail = __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE);
         for (; head != tail; head++) {
             struct io_uring_cqe *cqe = &r.cqes[head & *r.cq_mask];
