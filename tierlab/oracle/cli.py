@@ -128,8 +128,8 @@ def add_oracle_command(sub) -> None:
                "--param file_size=1536MiB --param policy=bind:0 --param accesses=300000 --set demotion_enabled=1",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     o.add_argument("workload", metavar="WORKLOAD|suite",
-                   help="a workload with a guest program (file-read, random-read, hot-chunks, anon-build, "
-                        "anon-browser), or `suite`, or `redis-memtier` (real Redis under a memtier-like "
+                   help="a workload with a guest program (file-read, random-read, hot-chunks, xsbench, fio (reads), "
+                        "anon-build, anon-browser), or `suite`, or `redis-memtier` (real Redis under a memtier-like "
                         "load, guest only; --param case=no-fork|bgsave-default|bgsave-continuous|client-memory|no-fork-filled|bgsave-continuous-filled)")
     o.add_argument("--machine", default="qemu-2node", metavar="NAME|FILE.toml", help="machine preset (default: qemu-2node)")
     o.add_argument("--param", action="append", metavar="KEY=VALUE", help="a workload parameter, repeatable")
