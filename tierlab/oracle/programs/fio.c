@@ -14,7 +14,8 @@
  *                random map); norandommap=1: each block drawn uniformly, repeats allowed;
  *                dist=zipf|pareto|normal (dist_param its theta, h or dev): fio's generators
  *                (lib/zipf.c, lib/gauss.c as tierlab/workloads/fio_dist.py gives them: rank, then
- *                fio's multiplicative hash plus a per-job offset, modulo the blocks), no random map.
+ *                fio's multiplicative hash, plus a per-job offset for zipf and pareto, modulo the
+ *                blocks), no random map.
  * A job MARKs every log_ios I/Os (the model's throughput log marks).
  *
  * What differs from real fio: the random numbers are splitmix64 seeded by (seed, job), not fio's
@@ -23,7 +24,8 @@
  * ramp or start-delay jobs (the host refuses them); fio's own statistics (latency histograms, its
  * JSON) are not kept, only the program's start, marks and end; the io_uring engine reaps completions
  * with io_uring_enter(GETEVENTS, min_complete=1) and refills what completed (fio's default
- * iodepth_batch_complete_min=1), no SQPOLL, no registered files or buffers (fio's defaults).
+ * iodepth_batch_complete_min=1), no SQPOLL, no registered files or buffers (fio's defaults); the
+ * sync engine reads with pread() as psync does (fio's sync seeks and calls read(): the same read path).
  *
  * args: dir= size= bs= numjobs= rw=read|randread ioengine=psync|sync|io_uring iodepth= loops=
  *       norandommap= dist=random|zipf|pareto|normal dist_param= fadvise_hint= pre_read= shared=
