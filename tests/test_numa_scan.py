@@ -54,6 +54,27 @@ def _walk(sim):
     return tuple(int(c[k]) for k in WALK)
 
 
+def test_a_scan_after_an_unmap_batch_first_flushes_the_whole_mm():
+    """change_pte_range() calls flush_tlb_batched_pending() on entering a page table: a PTE of the
+    mm batched by reclaim since the last walk (mm->tlb_flush_batched) makes the scan's CPU flush the
+    whole mm once before it changes anything; its cost is the scan's (tlb_flush_ns with no other
+    CPU in the mask). A second scan finds nothing pending."""
+    sim = _sim()
+    s = sim.state
+    pte_ns, upd_ns = sim.p[P.NUMA_SCAN_PTE_NS], sim.p[P.NUMA_SCAN_UPDATE_NS]
+    s.mm[0]["tlb_flush_batched"] += 3                  # three PTEs batched, not yet met
+    c0 = counters(sim)
+    n, cost = _pass(sim, 1000)
+    c1 = counters(sim)
+    # two full local flushes: the pending batch's and the range's own (tlb_finish_mmu, > 33 pages)
+    assert n > 33 and c1["nr_tlb_local_flush_all"] - c0["nr_tlb_local_flush_all"] == 2
+    assert cost == 512 * pte_ns + n * upd_ns + sim.p[P.TLB_FLUSH_NS]
+    assert s.mm[0]["tlb_flush_batched_done"] == s.mm[0]["tlb_flush_batched"]
+    n, cost = _pass(sim, 1001)
+    assert n > 33 and counters(sim)["nr_tlb_local_flush_all"] - c1["nr_tlb_local_flush_all"] == 1
+    assert cost == 512 * pte_ns + n * upd_ns
+
+
 def test_ranges_are_huge_page_aligned_and_an_updating_range_uses_the_budget():
     sim = _sim()
     s = sim.state

@@ -117,10 +117,59 @@ def test_an_unmap_batch_flushes_only_the_cpus_behind():
     batch[0] = np.uint64(0b101)
     assert try_to_unmap_flush(s, batch, 0) == 1
     assert _tlb(sim, before) == (1, 1, 0, 0)           # both up to date: received, nothing flushed
-    tlbbatch_add(s, sim.p, batch, 0, 0, 1, 0)           # a PTE deferred: a generation, CPUs 0 and 2
+    tlbbatch_add(s, sim.p, batch, 0, 0, 1, 0, 0)           # a PTE deferred: a generation, CPUs 0 and 2
     assert try_to_unmap_flush(s, batch, 0) == 1
     assert _tlb(sim, before) == (2, 2, 1, 0)
     assert list(s.cpu["tlb_gen"][[0, 2]]) == [int(s.mm[0]["tlb_gen"])] * 2
+
+
+def test_flush_tlb_batched_pending_flushes_the_whole_mm_once_per_batch():
+    """mm->tlb_flush_batched: kswapd (CPU 1, lazy) batches a PTE of the mm, which counts it pending,
+    and flushes its batch (one shootdown, received by CPUs 0 and 2). The task on CPU 0 then enters a
+    page table of the mm (change_pte_range, zap_pte_range): flush_tlb_batched_pending() sees the
+    batch not yet met and flushes the whole mm (a shootdown received by CPU 2, CPU 0's full local
+    flush; lazy CPU 1 skipped), once: the next call finds nothing pending."""
+    from tierlab.core.tlb import flush_tlb_batched_pending
+    sim = _sim()
+    s, p = sim.state, sim.p
+    _set_mask(s, (0, 1, 2), lazy=(1,))
+    batch = s.tlb_ubc[TLB_UBC]
+    before = counters(sim)
+    assert flush_tlb_batched_pending(s, p, 0, 0) == 0.0         # nothing batched yet
+    tlbbatch_add(s, p, batch, 0, 0, 1, 1, 0)
+    assert try_to_unmap_flush(s, batch, 1) == 2
+    assert _tlb(sim, before) == (1, 2, 0, 0)
+    assert flush_tlb_batched_pending(s, p, 0, 0) > 0.0
+    assert _tlb(sim, before) == (2, 3, 1, 0)
+    assert flush_tlb_batched_pending(s, p, 0, 0) == 0.0
+    assert _tlb(sim, before) == (2, 3, 1, 0)
+
+
+def test_the_numa_scan_meets_a_batch_once_per_page_table():
+    """While CPU 2 scans the mm (window [1000, 2000), four page tables of 250 ns each), PTEs batched
+    by kswapd (CPU 1) are met at the scan's next page table: one whole-mm flush from CPU 2 per page
+    table in which batching happened (at 1100 and 1300; the one at 1200 shares 1100's page table),
+    after which nothing is left pending. After the window (its end is exclusive) a batch waits for
+    the next page-table walk of the mm."""
+    from tierlab.core.numa_balancing import open_scan_window
+    from tierlab.core.tlb import flush_tlb_batched_pending
+    sim = _sim()
+    s, p = sim.state, sim.p
+    _set_mask(s, (0, 1, 2), lazy=(1,))
+    batch = s.tlb_ubc[TLB_UBC]
+    open_scan_window(s, 0, 2, 1000, 1000.0, 2048)
+    before = counters(sim)
+    tlbbatch_add(s, p, batch, 0, 0, 1, 1, 1100)
+    assert _tlb(sim, before) == (1, 1, 1, 0)          # CPU 2's flush: CPU 0 receives it
+    tlbbatch_add(s, p, batch, 0, 1, 1, 1, 1200)
+    assert _tlb(sim, before) == (1, 1, 1, 0)
+    tlbbatch_add(s, p, batch, 0, 2, 1, 1, 1300)
+    assert _tlb(sim, before) == (2, 2, 2, 0)
+    assert flush_tlb_batched_pending(s, p, 0, 0) == 0.0
+    tlbbatch_add(s, p, batch, 0, 3, 1, 1, 2000)
+    assert _tlb(sim, before) == (2, 2, 2, 0)
+    assert flush_tlb_batched_pending(s, p, 0, 0) > 0.0
+    assert _tlb(sim, before) == (3, 3, 3, 0)
 
 
 def test_a_cpu_back_from_a_kernel_thread_catches_up_uncounted():
@@ -201,7 +250,7 @@ def test_unmap_batch_skips_inaccessible_ptes_and_flushes_once():
     assert folio_tlb_mm(s, 12, 0) == 0
     before = counters(sim)
     for x in (10, 11, 12, 13, 14):
-        tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, x, 0), x, 1, 1)   # sender: CPU 1 (node 0's kswapd)
+        tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, x, 0), x, 1, 1, 0)   # sender: CPU 1 (node 0's kswapd)
     assert _tlb(sim, before) == (0, 0, 0, 0)                  # deferred
     assert try_to_unmap_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)                  # one full flush to CPUs 0 and 2
@@ -216,7 +265,7 @@ def test_unmap_from_the_only_cpu_flushes_each_pte_at_once():
     _set_mask(s, (0,))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, 20, 0), 20, 4, 0)   # a 4-page folio, direct reclaim on CPU 0
+    tlbbatch_add(s, sim.p, batch, folio_tlb_mm(s, 20, 0), 20, 4, 0, 0)   # a 4-page folio, direct reclaim on CPU 0
     assert _tlb(sim, before) == (0, 0, 0, 4)                  # ptep_clear_flush: one page per PTE
     assert not batch.any()
 
@@ -231,7 +280,7 @@ def test_migration_without_batched_flushing_shoots_down_each_pte_as_it_goes():
     _set_mask(s, (0, 2))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    cost = try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30, 0), 30, 2, 1, False)   # 2 PTEs, from kswapd's CPU 1
+    cost = try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30, 0), 30, 2, 1, False, 0)   # 2 PTEs, from kswapd's CPU 1
     assert _tlb(sim, before) == (2, 4, 0, 0)                  # a one-page shootdown per PTE, to CPUs 0 and 2
     assert not batch.any()
     per_flush = p[P.TLB_SHOOTDOWN_NS] + 2 * p[P.TLB_IPI_NS]
@@ -241,7 +290,7 @@ def test_migration_without_batched_flushing_shoots_down_each_pte_as_it_goes():
     _set_mask(s, (0, 2))
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    assert try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30, 0), 30, 2, 1, False) == 0.0
+    assert try_to_migrate_tlb(s, p, batch, folio_tlb_mm(s, 30, 0), 30, 2, 1, False, 0) == 0.0
     assert _tlb(sim, before) == (0, 0, 0, 0) and batch.any()      # deferred to the batch's one flush
 
 
@@ -342,7 +391,7 @@ def test_migrc_batch_end_holds_sources_until_a_flush_covers_their_cpus():
     before = counters(sim)
     # a demotion batch of 3 deferred folios from node 0 (kswapd on CPU 1 sends)
     for _ in range(3):
-        migrc_defer(s, 0)
+        migrc_defer(s, 0, 0)
     s.pgdat["migrc_batch_nr"][0] += 3                # what move_isolated_folio(keep_src) books
     assert migrc_batch_flush(s, batch, 1) == 0
     assert _tlb(sim, before) == (0, 0, 0, 0)         # no shootdown
@@ -370,9 +419,9 @@ def test_migrc_a_batch_that_also_flushes_keeps_its_own_sources_for_the_next_flus
     s.pgdat["migrc_pending_nr"][0] = 5               # held from an earlier batch
     s.pgdat["free"][0] -= 5
     batch = s.tlb_ubc[TLB_UBC]
-    migrc_defer(s, 0)
+    migrc_defer(s, 0, 0)
     s.pgdat["migrc_batch_nr"][0] += 1
-    tlbbatch_add(s, sim.p, batch, 0, 0, 1, 1)           # a dirty folio in the same batch
+    tlbbatch_add(s, sim.p, batch, 0, 0, 1, 1, 0)           # a dirty folio in the same batch
     before = counters(sim)
     assert migrc_batch_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)
@@ -576,7 +625,7 @@ def test_migrc_release_by_kswapds_flush_counts_no_local_flush():
     _hold(s, 0, 4)
     batch = s.tlb_ubc[TLB_UBC]
     before = counters(sim)
-    tlbbatch_add(s, sim.p, batch, 0, 5, 1, 1)         # a dirty folio's PTE, kswapd on CPU 1 sending
+    tlbbatch_add(s, sim.p, batch, 0, 5, 1, 1, 0)         # a dirty folio's PTE, kswapd on CPU 1 sending
     assert try_to_unmap_flush(s, batch, 1) == 2
     assert _tlb(sim, before) == (1, 2, 0, 0)
     assert _held(s) == [0, 0] and not s.tlb_ubc[MIGRC_UBC].any()
@@ -606,31 +655,39 @@ def test_a_promotion_flushes_only_while_a_scan_of_its_mm_is_open():
     raised, i.e. while a NUMA scan of the mm has its mmu_gather open (change_prot_numa). A hint-fault
     promotion then puts the PTE in migrate_pages_batch()'s TLB batch, flushed at the end of the unmap
     (try_to_unmap_flush: one full flush, a shootdown to CPU 1 and CPU 0's own, behind the batch's
-    generation); outside that window it flushes nothing (commit 4d4b6d66db)."""
+    generation); outside that window it flushes nothing (commit 4d4b6d66db). The scan (on CPU 1)
+    meets the batched PTE at its next page table and flushes the whole mm first
+    (flush_tlb_batched_pending: CPU 0 receives it, CPU 1 flushes all); the batch's own flush from
+    CPU 0 then reaches CPU 1 already up to date (a receipt, no flush), and CPU 0 is up to date too."""
     from tierlab.core.memory import do_numa_page
+    from tierlab.core.numa_balancing import open_scan_window
     sim, (x, y, _) = _promotion_sim()
     s, p = sim.state, sim.p
     before = counters(sim)
     do_numa_page(s, p, 0, x, 0, 1000)                # no scan open
     assert int(s.pages.node[x]) == 0 and _tlb(sim, before) == (0, 0, 0, 0)
-    s.mm[0]["flush_pending_start"], s.mm[0]["flush_pending_end"] = 2000, 3000
-    do_numa_page(s, p, 0, y, 0, 2500)                # inside the window [2000, 3000)
-    assert int(s.pages.node[y]) == 0 and _tlb(sim, before) == (1, 1, 1, 0)
+    open_scan_window(s, 0, 1, 2000, 1000.0, 512)     # CPU 1 scans one page table over [2000, 3000)
+    do_numa_page(s, p, 0, y, 0, 2500)
+    assert int(s.pages.node[y]) == 0 and _tlb(sim, before) == (2, 2, 1, 0)
     assert not s.tlb_ubc[TLB_UBC].any()              # the batch was flushed and emptied
     assert counters(sim)["pgpromote_success"] - before["pgpromote_success"] == 2
 
 
 def test_migrc_defers_a_promotions_flush_while_a_scan_is_open():
     """Under MIGRC the same promotion of a clean folio goes into the read-only batch instead: nothing
-    is flushed, the source is held until a flush covers CPUs 0 and 1. At the window's end (exclusive)
-    the PTE is not accessible any more: no flush, nothing held."""
+    is deferred, the source is held until a flush covers CPUs 0 and 1. The deferred PTE still counts in
+    mm->tlb_flush_batched (the series keeps that part of set_tlb_ubc_flush_pending), so the scan on
+    CPU 1 meets it and flushes the whole mm (flush_tlb_mm: not try_to_unmap_flush, so MIGRC's held
+    source stays held). At the window's end (exclusive) the PTE is not accessible any more: no
+    flush, nothing held."""
     from tierlab.core.memory import do_numa_page
+    from tierlab.core.numa_balancing import open_scan_window
     sim, (x, y, _) = _promotion_sim(migrc="on", migration_entry_ad=0)
     s, p = sim.state, sim.p
-    s.mm[0]["flush_pending_start"], s.mm[0]["flush_pending_end"] = 2000, 3000
+    open_scan_window(s, 0, 1, 2000, 1000.0, 512)
     before = counters(sim)
     do_numa_page(s, p, 0, x, 0, 2500)
-    assert int(s.pages.node[x]) == 0 and _tlb(sim, before) == (0, 0, 0, 0)
+    assert int(s.pages.node[x]) == 0 and _tlb(sim, before) == (1, 1, 1, 0)
     assert _held(s) == [0, 1]
     do_numa_page(s, p, 0, y, 0, 3000)
-    assert int(s.pages.node[y]) == 0 and _tlb(sim, before) == (0, 0, 0, 0) and _held(s) == [0, 1]
+    assert int(s.pages.node[y]) == 0 and _tlb(sim, before) == (1, 1, 1, 0) and _held(s) == [0, 1]

@@ -274,7 +274,7 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
     ok, c = migrate_misplaced_folio(s, p, head, dst, nr, keep, now)
     if ok and tlb_mm != NO_MM:
         batch = s.tlb_ubc[TLB_UBC]
-        c += try_to_migrate_tlb(s, p, batch, tlb_mm, head, nr, sender, keep)
+        c += try_to_migrate_tlb(s, p, batch, tlb_mm, head, nr, sender, keep, now)
         c += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender))
     if ok:
         # the promoted folio is on the target, a top-tier node: the fault is recorded (remote:

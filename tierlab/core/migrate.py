@@ -190,9 +190,10 @@ def migrate_folio_list(s, p, folios, n, dst, now):
             putback_failed_folio(s, x, nr)
             failed += 1
             continue
-        tlb_mm = folio_tlb_mm(s, x, now + np.int64(cost))
-        cost += move_isolated_folio(s, p, x, dst, False, now + np.int64(cost))
-        cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, False)
+        t_unmap = now + np.int64(cost)
+        tlb_mm = folio_tlb_mm(s, x, t_unmap)
+        cost += move_isolated_folio(s, p, x, dst, False, t_unmap)
+        cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, False, t_unmap)
     cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, n)
     return failed, charge(s, K.MIGRATE_PAGES, cost)
 

@@ -52,7 +52,10 @@ from .ops import CTRL_BRK, CTRL_CPU, CTRL_EXIT, CTRL_FADVISE, CTRL_KIND_MASK, CT
 from .params import P
 from .profile import K, charge
 from .sched import sched_exit_task
-from .tlb import FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_func, flush_tlb_mm_range, inc_mm_tlb_gen, shootdown_ns
+from .tlb import (
+    FLUSH_ALL, cpu_in_mask, current_cpu, flush_tlb_batched_pending, flush_tlb_func, flush_tlb_mm_range, inc_mm_tlb_gen,
+    shootdown_ns,
+)
 from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, F2_SWAPPED, MM_CPUMASK_WORDS, MPOL_DEFAULT, NO_MM, ORDER_MASK,
     PG_LRU, PG_PROTNONE, PG_YOUNG, REGION_ANON, REGION_FILE, STAMP_NONE, VMA_DETACHED, VM_WRITE, region_of,
@@ -176,7 +179,8 @@ def zap_pte_range(s, p, t, r, lo, hi, fullmm, now):
     """zap_pte_range() over pages [lo, hi) of slot r, gathering into task record t's mmu_gather:
     clear every PTE, free the anon folios (off their LRU), release swap entries; file folios stay
     in the page cache. Pages of the slot go back to their untouched state, so the slot can be mapped
-    again. Returns (cost in ns, the page after the last folio walked: >= hi). The cost: per PTE
+    again. It starts with flush_tlb_batched_pending() (tlb.py), as the kernel's does on entering a
+    page table. Returns (cost in ns, the page after the last folio walked: >= hi). The cost: per PTE
     cleared (zap_pte_ns), per rmap removal (zap_rmap_ns: per folio or, under seed 001's v2 policies,
     per PTE: huge_memory.zap_rmap_batched), per freed folio (free_folio_ns), and one tlb_flush_mmu
     of the cleared range each time MMU_GATHER_MAX_PAGES pages are gathered."""
@@ -184,6 +188,8 @@ def zap_pte_range(s, p, t, r, lo, hi, fullmm, now):
     mm = s.regions.mm[r]
     anon = s.regions.kind[r] == REGION_ANON
     cost = 0.0
+    if mm >= 0:
+        cost += flush_tlb_batched_pending(s, p, mm, current_cpu(s))
     freed = 0
     nr_ptes = 0
     rmaps = 0                   # folio_remove_rmap_pte(s) calls

@@ -95,7 +95,7 @@ from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, F2_PTE_WRITE, PG_DIRTY, MPOL_F_MOF, PG_PROTNONE, REGION_FILE, REGION_FILE_MAPPED,
     VM_WRITE, WMARK_PROMO, folio_nr_pages, region_of,
 )
-from .tlb import flush_tlb_mm_range
+from .tlb import flush_tlb_batched_pending, flush_tlb_mm_range
 from .vmstat import Vm
 
 MAX_SCAN_WINDOW_MB = 2560
@@ -578,6 +578,7 @@ def task_numa_work(s, p, task, now):
     updated = 0
     ranges = 0
     ranges_updated = 0
+    flush_cost = 0.0
     pids_skipped = False
     pids_forced = False
     while True:                                   # retry_pids
@@ -620,6 +621,8 @@ def task_numa_work(s, p, task, now):
             x = max(x, vstart)
             while x < vend:
                 end = min(vstart + ((x - vstart + pages + 511) & ~np.int64(511)), vend)
+                # change_pte_range() enters the range's page tables with flush_tlb_batched_pending()
+                flush_cost += flush_tlb_batched_pending(s, p, mm, sender)
                 n = change_prot_numa(s, mm, sender, x, end, stamp, skip_toptier, tiering, restamp)
                 updated += n
                 walked += end - x
@@ -646,18 +649,29 @@ def task_numa_work(s, p, task, now):
         s.mm[mm].numa_scan_offset = x
     else:
         reset_ptenuma_scan(s, mm)
-    cost = walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS]
+    cost = walked * p[P.NUMA_SCAN_PTE_NS] + updated * p[P.NUMA_SCAN_UPDATE_NS] + flush_cost
     if walked > 0:
         nid = s.cpu[sender].node
         s.counters[nid, Vm.NUMA_SCAN_CALLS] += 1
         s.counters[nid, Vm.NUMA_SCAN_WALKED_PAGES] += walked
         s.counters[nid, Vm.NUMA_SCAN_RANGES] += ranges
         s.counters[nid, Vm.NUMA_SCAN_RANGES_UPDATED] += ranges_updated
-        # change_prot_numa()'s mmu_gathers hold mm->tlb_flush_pending raised while the walk runs:
-        # a PROT_NONE PTE of the mm is then pte_accessible() (tlb.mm_tlb_flush_pending)
-        s.mm[mm].flush_pending_start = now
-        s.mm[mm].flush_pending_end = now + np.int64(cost)
+        open_scan_window(s, mm, sender, now, cost, walked)
     return cost
+
+
+@jit_inline
+def open_scan_window(s, mm, sender, now, cost, walked):
+    """change_prot_numa()'s mmu_gathers hold mm->tlb_flush_pending raised while the walk runs, taken
+    as [now, now + cost): a PROT_NONE PTE of the mm is then pte_accessible()
+    (tlb.mm_tlb_flush_pending), and a PTE batched meanwhile is met at the walk's next page table
+    (tlb.scanner_meets_batch), the walk's page tables (one per 512 pages walked) evenly spaced."""
+    mmr = s.mm[mm]
+    mmr.flush_pending_start = now
+    mmr.flush_pending_end = now + np.int64(cost)
+    mmr.flush_pending_cpu = sender
+    mmr.flush_pending_pmd_ns = max(np.int64(1), np.int64(cost) // ((walked + 511) // 512))
+    mmr.flush_pending_poll = -1
 
 
 @jit_inline

@@ -109,12 +109,13 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         nr = folio_nr_pages(s, x)
         src = s.pages.node[x]
         nr_folios += 1
-        tlb_mm = folio_tlb_mm(s, x, clock + np.int64(cost))
+        t_unmap = clock + np.int64(cost)
+        tlb_mm = folio_tlb_mm(s, x, t_unmap)
         keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)
-        ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, clock + np.int64(cost))
+        ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, t_unmap)
         cost += c
         if ok:
-            cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, keep)
+            cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, keep, t_unmap)
         else:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
     cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, nr_folios)

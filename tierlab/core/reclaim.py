@@ -295,14 +295,15 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             folio_putback_lru(s, x, lru_gen)
             putback += 1
             continue
-        tlb_mm = folio_tlb_mm(s, x, now + np.int64(cost))   # before unmapping or migration changes the PTE
+        t_unmap = now + np.int64(cost)
+        tlb_mm = folio_tlb_mm(s, x, t_unmap)   # before unmapping or migration changes the PTE
         if demote:
             # a dirty or mapped folio is demoted as is: migration keeps it dirty and mapped
             keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)
-            got, c = demote_folio(s, p, nid, x, keep, now + np.int64(cost))
+            got, c = demote_folio(s, p, nid, x, keep, t_unmap)
             cost += c
             if got > 0:
-                cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, keep)
+                cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, keep, t_unmap)
                 demoted += got
                 reclaimed += got
                 nr_demote_folios += 1
@@ -317,7 +318,7 @@ def shrink_folio_list(s, p, nid, scratch, n, file, kswapd, now, cost):
             got, c = reclaim_folio(s, p, nid, y, now + np.int64(cost))
             cost += c
             if got > 0:
-                tlbbatch_add(s, p, batch, tlb_mm, y, got, sender)
+                tlbbatch_add(s, p, batch, tlb_mm, y, got, sender, t_unmap)
                 reclaimed += got
                 continue
             # anon without swap space: add_to_swap() fails and the folio is activated

@@ -391,6 +391,11 @@ MM_DTYPE = np.dtype([
     ("tlb_gen", np.int64),           # mm->context.tlb_gen: bumped by every flush request (inc_mm_tlb_gen)
     ("flush_pending_start", np.int64),  # mm->tlb_flush_pending raised over [start, end) of virtual time:
     ("flush_pending_end", np.int64),    # the NUMA scanner's open page-table update (tlb.mm_tlb_flush_pending)
+    ("flush_pending_cpu", np.int64),    # the CPU of that scanner walk,
+    ("flush_pending_pmd_ns", np.int64), # the time it spends per page table it enters,
+    ("flush_pending_poll", np.int64),   # and the last of them at which it flushed for a batch (tlb.py)
+    ("tlb_flush_batched", np.int64),    # mm->tlb_flush_batched: PTEs put in unmap batches (pending) and
+    ("tlb_flush_batched_done", np.int64),  # the count flush_tlb_batched_pending() last flushed for
     ("text_pages", np.int64),        # pages of hot code its threads fetch (tlb_hw.py's iTLB stream; 0: none)
     ("start_after", np.int64),       # the mm whose teardown starts this one's tasks (a parent's wait and
                                      # fork, e.g. make's job server); -1: none (they start at task.start)

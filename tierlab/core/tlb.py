@@ -20,7 +20,11 @@ Who flushes where: shrink_folio_list's evictions and its demote_folio_list's mig
 share current->tlb_ubc, flushed once at the end (reclaim.py); the page-cache promotion RFC's
 batch flushes once per batch (pagecache_promotion.py); MIGRC defers what it can in both (below);
 munmap and exit (tlb_flush_mmu) in mm.py; the NUMA scanner's change_prot_numa() (tlb_finish_mmu
-over the range of changed PTEs) in numa_balancing.py. A hint
+over the range of changed PTEs) in numa_balancing.py. Both of those page-table walks first call
+flush_tlb_batched_pending(): a PTE of the mm put in any unmap batch (MIGRC's read-only one too) and
+not yet met by such a walk (mm->tlb_flush_batched) makes the walk flush the whole mm, once per
+page table that finds one pending; a scan that is walking the mm meets a batch made meanwhile at
+its next page table (scanner_meets_batch). A hint
 fault's promotion (memory.do_numa_page) migrates with the PTE still PROT_NONE, and a model page has
 one mapping, so it flushes nothing -- except that x86's pte_accessible() also counts a PROT_NONE
 PTE as accessible while mm->tlb_flush_pending is raised (tlb_gather_mmu to tlb_finish_mmu: another
@@ -275,6 +279,51 @@ def mm_tlb_flush_pending(s, mm, now):
 
 
 @jit_inline
+def set_tlb_ubc_flush_pending(s, mm, nr, now):
+    """The mm's side of set_tlb_ubc_flush_pending() for nr PTEs put in an unmap batch at `now`
+    (arch_tlbbatch_add_pending: a generation each; mm->tlb_flush_batched: one pending each). Until
+    the batch is flushed another CPU may still cache them, so a page-table walk that meets the mm
+    first flushes all of it (flush_tlb_batched_pending). If the NUMA scanner is walking the mm now,
+    it meets them (scanner_meets_batch)."""
+    inc_mm_tlb_gen(s, mm, nr)
+    s.mm[mm].tlb_flush_batched += nr
+    if mm_tlb_flush_pending(s, mm, now):
+        scanner_meets_batch(s, mm, now)
+
+
+@jit
+def flush_tlb_batched_pending(s, p, mm, sender):
+    """flush_tlb_batched_pending(), which change_pte_range() (the NUMA scanner) and zap_pte_range()
+    (munmap, exit) call on entering each page table: if PTEs of the mm went into an unmap batch
+    since the last such call (mm->tlb_flush_batched: pending != flushed), a PTE the walk changes may
+    still be cached by a CPU that batch has not flushed yet, and the walk cannot tell which, so the
+    whole mm is flushed first (flush_tlb_mm from `sender`: a shootdown to the mm's other CPUs and a
+    full local flush). Returns what it costs the sender."""
+    mmr = s.mm[mm]
+    if mmr.tlb_flush_batched == mmr.tlb_flush_batched_done:
+        return 0.0
+    mmr.tlb_flush_batched_done = mmr.tlb_flush_batched
+    return p[P.TLB_FLUSH_NS] + shootdown_ns(s, p, flush_tlb_mm_range(s, mm, sender, 0, FLUSH_ALL))
+
+
+@jit
+def scanner_meets_batch(s, mm, now):
+    """PTEs of the mm batched at `now`, while the NUMA scanner walks it (its window,
+    mm_tlb_flush_pending): its change_pte_range() calls flush_tlb_batched_pending() at the next page
+    table it enters, so the scanner's CPU flushes the whole mm then, once for every batch made
+    while it walked one page table. Simplified: the walk's page tables are evenly spaced over the
+    window (numa_balancing.open_scan_window), the flush is made at the first batching within a page
+    table's time (at most that much early: one 2 MiB page table of a 2 ms, 256 MiB scan is ~16 us),
+    and it is not charged to the scanner, whose walk's cost is booked when it starts."""
+    mmr = s.mm[mm]
+    k = (now - mmr.flush_pending_start) // max(np.int64(1), mmr.flush_pending_pmd_ns)
+    if k != mmr.flush_pending_poll:
+        mmr.flush_pending_poll = k
+        flush_tlb_mm_range(s, mm, mmr.flush_pending_cpu, 0, FLUSH_ALL)
+    mmr.tlb_flush_batched_done = mmr.tlb_flush_batched     # the scanner's next page table covers them
+
+
+@jit_inline
 def should_defer_flush(s, mm, sender):
     """should_defer_flush() with TTU_BATCH_FLUSH: x86 defers only when the mm ran on a CPU other
     than the sender (arch_tlbbatch_should_defer)."""
@@ -282,16 +331,16 @@ def should_defer_flush(s, mm, sender):
 
 
 @jit_inline
-def tlbbatch_add(s, p, batch, mm, head, nr, sender):
+def tlbbatch_add(s, p, batch, mm, head, nr, sender, now):
     """The TLB side of unmapping the folio of nr pages at `head` that `mm` maps accessibly (folio_tlb_mm), from
-    CPU `sender` with TTU_BATCH_FLUSH: the mm's CPUs join the batch when the flush can be deferred
+    CPU `sender` at `now` with TTU_BATCH_FLUSH: the mm's CPUs join the batch when the flush can be deferred
     (set_tlb_ubc_flush_pending); otherwise each PTE is flushed at once (ptep_clear_flush: a
     one-page flush_tlb_mm_range)."""
     if mm == NO_MM:
         return
     mask = s.mm[mm].cpumask
     if should_defer_flush(s, mm, sender):
-        inc_mm_tlb_gen(s, mm, nr)                 # arch_tlbbatch_add_pending, per PTE
+        set_tlb_ubc_flush_pending(s, mm, nr, now)
         for w in range(MM_CPUMASK_WORDS):
             batch[w] |= mask[w]
     else:
@@ -396,10 +445,11 @@ def migrc_can_defer(s, p, head, mm, nr, sender):
 
 
 @jit_inline
-def migrc_defer(s, mm):
+def migrc_defer(s, mm, now):
     """The deferred folio's CPUs join the batch's pending_ubc (fold_ubc(&pending_ubc, tlb_ubc_ro)); its
-    PTE went into the read-only batch through arch_tlbbatch_add_pending (a generation)."""
-    inc_mm_tlb_gen(s, mm, 1)
+    PTE went into the read-only batch through set_tlb_ubc_flush_pending (a generation, and
+    mm->tlb_flush_batched as for any batched PTE: the series keeps that part)."""
+    set_tlb_ubc_flush_pending(s, mm, 1, now)
     pend = s.tlb_ubc[MIGRC_PENDING_UBC]
     mask = s.mm[mm].cpumask
     for w in range(MM_CPUMASK_WORDS):
@@ -407,15 +457,15 @@ def migrc_defer(s, mm):
 
 
 @jit_inline
-def try_to_migrate_tlb(s, p, batch, mm, head, nr, sender, deferred):
-    """The TLB side of try_to_migrate() for a folio that migrated: its CPUs go to MIGRC's read-only
+def try_to_migrate_tlb(s, p, batch, mm, head, nr, sender, deferred, now):
+    """The TLB side of try_to_migrate() at `now` for a folio that migrated: its CPUs go to MIGRC's read-only
     batch when migrc_can_defer() said so before the move (`deferred`), else tlbbatch_add() (6.4's
     TTU_BATCH_FLUSH). With migrate_batch_flush=0 (before 6.4) each PTE is flushed now
     (ptep_clear_flush). Returns the cost of flushes sent now (the batch's comes at its end)."""
     if deferred:
-        migrc_defer(s, mm)
+        migrc_defer(s, mm, now)
     elif p[P.MIGRATE_BATCH_FLUSH] != 0:
-        tlbbatch_add(s, p, batch, mm, head, nr, sender)
+        tlbbatch_add(s, p, batch, mm, head, nr, sender, now)
     elif mm != NO_MM:
         return ptep_clear_flush(s, p, mm, sender, head, nr)
     return 0.0
