@@ -7,7 +7,10 @@ with kprobes on
 - change_prot_numa(): the NUMA scanner making one VMA range PROT_NONE (then tlb_finish_mmu
   flushes it if any PTE changed), by task;
 - flush_tlb_mm_range(): an mm's own flush (the scanner's tlb_finish_mmu, ptep_clear_flush's
-  flush_tlb_page, munmap), with `end` (TLB_FLUSH_ALL, 0xffff..., is a whole flush), by task;
+  flush_tlb_page, munmap), by task, classed by its range: `mm` (start 0, end TLB_FLUSH_ALL:
+  flush_tlb_mm(), i.e. flush_tlb_batched_pending() or an exit), `all` (another whole flush),
+  `range_le33` (at most tlb_single_page_flush_ceiling pages: the sender counts
+  nr_tlb_local_flush_one per page; their pages are summed) and `range_gt33` (flushed whole);
 - arch_tlbbatch_flush(): an unmap batch's flush (try_to_unmap_flush with flush_required: reclaim's
   and migrate_pages_batch's deferred flushes), by task;
 and the tlb:tlb_flush tracepoint (what each CPU then did: its reason and pages, -1 whole). An awk in
@@ -33,20 +36,26 @@ for e in mmf cpn fmr bf; do echo 1 > {T}/events/tierlab/$e/enable; done
 echo 1 > {T}/events/tlb/tlb_flush/enable
 """
 AWK = r"""
+function hex(x,   v, i, c) { v = 0; x = tolower(substr(x, 3)); if (length(x) > 12) x = substr(x, length(x) - 11)
+  for (i = 1; i <= length(x); i++) { c = index("0123456789abcdef", substr(x, i, 1)) - 1; v = v * 16 + c }
+  return v }
 /^ *#/ { next }
 { who = ($1 ~ /^tierlab-/ ? "workload" : ($1 ~ /^kswapd/ ? "kswapd" : "other")) }
 / mmf: / { n["migrate_misplaced_folio " who]++; next }
 / cpn: / { n["change_prot_numa " who]++; next }
 / fmr: / { e = ""; s = ""
   for (i = 1; i <= NF; i++) { if ($i ~ /^end=/) e = substr($i, 5); if ($i ~ /^start=/) s = substr($i, 7) }
-  k = "flush_tlb_mm_range " who " " (e == "0xffffffffffffffff" ? "all" : "range"); n[k]++; next }
+  if (e == "0xffffffffffffffff") c = (hex(s) == 0 ? "mm" : "all")
+  else { np = (hex(e) - hex(s)) / 4096; c = (np <= 33 ? "range_le33" : "range_gt33"); if (np <= 33) pg[who] += np }
+  n["flush_tlb_mm_range " who " " c]++; next }
 / bf: / { n["arch_tlbbatch_flush " who]++; next }
 / tlb_flush: / { p = ""; r = ""
   for (i = 1; i <= NF; i++) if ($i ~ /^pages:/) p = substr($i, 7)
   if (match($0, /reason:[a-z ]+/)) r = substr($0, RSTART + 7, RLENGTH - 7)
   gsub(/ +$/, "", r); gsub(/ /, "_", r)
   n["tlb_flush " who " " r " " (p == "-1" ? "all" : (p == "0" ? "none" : "pages"))]++ }
-END { for (k in n) print "@@tierlab flushclass", k, n[k] }
+END { for (k in n) print "@@tierlab flushclass", k, n[k]
+  for (w in pg) print "@@tierlab flushclass flush_tlb_mm_range_le33_pages", w, pg[w] }
 """
 SUMMARY = f"""echo 0 > {T}/tracing_on
 grep -h overrun {T}/per_cpu/cpu*/stats | sed 's/^/@@tierlab trace /'
