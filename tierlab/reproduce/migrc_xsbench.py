@@ -89,6 +89,29 @@ since the scanner's window, tlb.mm_tlb_flush_pending). With it, at scale 64 and 
 the baseline's local full flushes rise 46.8 k -> 119 k (0.0041 per promotion; the seed 0.017, the
 6.12 guest's XSBench-shaped run 0.031) and the change falls from +2,916 % to +1,048 %: still a rise,
 as the releases (1.37 M) stay ~50x their full-size rate.
+
+The batched-flush check (issue #32, modelled since 0236630). A page-table walk of the mm (the
+scanner's change_pte_range(), zap_pte_range()) calls flush_tlb_batched_pending() on entering each
+page table: PTEs of the mm put in an unmap batch and not yet met by a walk (mm->tlb_flush_batched,
+which MIGRC's read-only batch bumps too) make it flush the whole mm from the walking CPU, a full
+local flush there. kswapd batches while the scanner walks, so the scan meets one at many of the
+page tables it enters. At k = 1, fraction 0.1, migrc off -> on (one run each):
+
+| | scale 64, before | scale 64, after | scale 16, after | seed 004 |
+|---|---|---|---|---|
+| local full flushes, baseline | 119 k | 185 k | 129 k | 216,584 |
+| nr_tlb_remote_flush change | -59.3 % | -61.1 % | -86.9 % | -93.5 % |
+| nr_tlb_local_flush_all change | +1,048 % | +684 % | +377 % | -57.5 % |
+| nr_tlb_local_flush_one change | -43.4 % | -0.8 % | +1.0 % | +0.1 % |
+| numa_pages_migrated change | -2.8 % | -9.4 % | -1.6 % | +16.5 % |
+
+(`before`/`after` here: without/with the check.) The baseline now has the seed's count of local
+full flushes at scale 64 and MIGRC leaves nr_tlb_local_flush_one alone, as in the seed; the rise of
+local full flushes is what is left of the releases' scale artifact (one per ~69 promotions at scale
+16, ~1,100 at full size). The seed's 740,940 local single-page flushes, which MIGRC does not move,
+are ~30x the model's at scale 64 and more at 16: /proc/vmstat counts every process of the guest, so
+they may be the system's own small munmaps; the XSBench-shaped guest run (docs/oracle.md) has ~4x
+the model's.
 """
 from __future__ import annotations
 
