@@ -110,7 +110,7 @@ full flushes at scale 64 and MIGRC leaves nr_tlb_local_flush_one alone, as in th
 local full flushes is what is left of the releases' scale artifact (one per ~69 promotions at scale
 16, ~1,100 at full size). The seed's 740,940 local single-page flushes, which MIGRC does not move,
 are ~30x the model's at scale 64 and more at 16: /proc/vmstat counts every process of the guest, so
-they may be the system's own small munmaps; the XSBench-shaped guest run (docs/oracle.md) has ~4x
+they may be the system's own small munmaps; the XSBench-shaped guest run (docs/oracle.md) has 4-12x
 the model's.
 """
 from __future__ import annotations
