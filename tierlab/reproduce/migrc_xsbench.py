@@ -90,7 +90,7 @@ the baseline's local full flushes rise 46.8 k -> 119 k (0.0041 per promotion; th
 6.12 guest's XSBench-shaped run 0.031) and the change falls from +2,916 % to +1,048 %: still a rise,
 as the releases (1.37 M) stay ~50x their full-size rate.
 
-The batched-flush check (issue #32, modelled since 0236630). A page-table walk of the mm (the
+The batched-flush check (issue #32, modelled since a74bffa). A page-table walk of the mm (the
 scanner's change_pte_range(), zap_pte_range()) calls flush_tlb_batched_pending() on entering each
 page table: PTEs of the mm put in an unmap batch and not yet met by a walk (mm->tlb_flush_batched,
 which MIGRC's read-only batch bumps too) make it flush the whole mm from the walking CPU, a full
