@@ -96,6 +96,12 @@ PATCH_SETS = {s.name: s for s in (
              model_knobs={"hint_fault_latency": "fault_count", "scan_restamp_protnone": 1},
              knob_paths={"fault_count_threshold": "/sys/kernel/debug/sched/numa_balancing/fault_count_threshold"},
              removed=("hot_threshold_ms",)),
+    PatchSet("migrc",
+             "Byungchul Park, [PATCH v8 0/8] Reduce TLB flushes by 94% by improving folio migration "
+             "(2024-02-19; seed 004): MIGRC, which defers the TLB flush of a demotion or NUMA promotion of a "
+             "small folio mapped only by clean read-only PTEs, keeping the source folio until a later flush "
+             "covers its CPUs, a write fault or allocation pressure frees it; no knob (the kernel runs it on)",
+             model_knobs={"migrc": 1}),
 )}
 
 
