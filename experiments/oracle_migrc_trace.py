@@ -1,0 +1,60 @@
+"""What MIGRC does in the guest in `promote-xsbench` (docs/oracle.md, "MIGRC on tierlab's kernel"):
+needs the MIGRC kernel built (tierlab/oracle/kernel.py, patch set `migrc`).
+
+Runs the xsbench workload of the suite entry (shorter: `particles` below) on tierlab-6.12+migrc
+with kprobes counted by kprobe_profile's hit count (a filter that never matches keeps the ring
+buffer empty):
+- __folio_put_small_nopcp(): a source folio MIGRC held, freed at its last reference (one per
+  deferred folio whose release dropped the last reference; 6/8);
+- migrc_flush_free_folios(): a flush-and-free of everything MIGRC holds (a write fault finding a
+  page in do_wp_page(), a zone failing its watermark with pending folios, the slow path's pause,
+  or a batch that could not add its folios);
+- arch_tlbbatch_flush(): an unmap batch's flush (try_to_unmap_flush with flush_required).
+It also prints the guest's L1TF state (/sys/devices/system/cpu/vulnerabilities/l1tf), which
+decides whether x86-64 keeps the young and dirty bits in migration entries
+(swap_migration_ad_supported; docs/oracle.md), and the counters, with the model's (migrc=1) beside.
+
+    PYTHONPATH=. python experiments/oracle_migrc_trace.py [RUNS] [PARTICLES]
+"""
+from __future__ import annotations
+
+import sys
+
+from tierlab.oracle import guest, run_oracle
+
+T = "/sys/kernel/debug/tracing"
+PROBES = (("held_freed", "__folio_put_small_nopcp"), ("flush_free", "migrc_flush_free_folios"),
+          ("batch_flush", "arch_tlbbatch_flush"))
+SETUP = "".join(
+    f"echo 'p:tierlab/{n} {f}' >> {T}/kprobe_events || echo '@@tierlab error kprobe {n}'\n"
+    f"echo 'common_pid == -1' > {T}/events/tierlab/{n}/filter\n"
+    f"echo 1 > {T}/events/tierlab/{n}/enable\n" for n, f in PROBES)
+SETUP = ("echo \"@@tierlab l1tf $(cat /sys/devices/system/cpu/vulnerabilities/l1tf)\"\n"
+         "echo \"@@tierlab cpu $(grep -m1 'vendor_id' /proc/cpuinfo) $(grep -m1 'model name' /proc/cpuinfo)\"\n"
+         + SETUP + f"sed 's/^/@@tierlab probes before /' {T}/kprobe_profile\n")
+SUMMARY = f"sed 's/^/@@tierlab probes after /' {T}/kprobe_profile\n"
+COUNTERS = ("pgpromote_success", "pgdemote_kswapd", "pgdemote_direct", "pgmigrate_success", "nr_tlb_remote_flush",
+            "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all", "nr_tlb_local_flush_one")
+
+
+def traced_script(orig):
+    def script(*a, **kw):
+        return orig(*a, **kw).replace("dump before\n", SETUP + "dump before\n", 1) + SUMMARY
+    return script
+
+
+def main(runs: int, particles: int) -> None:
+    guest.run_script = traced_script(guest.run_script)
+    for i in range(runs):
+        r = run_oracle("xsbench", {"gridpoints": 3072, "particles": particles, "threads": 2},
+                       {"demotion_enabled": 1, "numa_balancing": 2}, scale=4, guest_kernel="tierlab-6.12+migrc")
+        print(f"run {i + 1} ({r.guest.run_time_s:.1f} s): "
+              + ", ".join(f"{k} {int(r.guest.counters[k]):,}" for k in COUNTERS))
+        print("    model: " + ", ".join(f"{k} {int(r.model.counters[k]):,}" for k in COUNTERS))
+        for ln in r.transcript.splitlines():
+            if any(x in ln for x in ("@@tierlab l1tf", "@@tierlab cpu", "@@tierlab probes", "@@tierlab error")):
+                print("   ", ln.strip().removeprefix("@@tierlab "))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1, int(sys.argv[2]) if len(sys.argv) > 2 else 400_000)
