@@ -14,12 +14,23 @@ It also prints the guest's L1TF state (/sys/devices/system/cpu/vulnerabilities/l
 decides whether x86-64 keeps the young and dirty bits in migration entries
 (swap_migration_ad_supported; docs/oracle.md), and the counters, with the model's (migrc=1) beside.
 
-    PYTHONPATH=. python experiments/oracle_migrc_trace.py [RUNS] [PARTICLES]
+    PYTHONPATH=. python experiments/oracle_migrc_trace.py [--runs N] [--particles N]
+        [--kernel tierlab-6.12+migrc | tierlab-6.12] [--cpu max | Nehalem | ...]
+
+`--cpu` replaces QEMU's `-cpu max` (an AMD-vendor CPU under TCG, not affected by L1TF, so
+migration entries keep the A/D bits) with another model: an Intel one QEMU does not mark
+RDCL_NO (e.g. Nehalem) is affected by L1TF, and with its 40 physical address bits the swap-offset
+limit of the PTE-inversion mitigation leaves no room for the A/D bits (swap_migration_ad_supported
+false), as seed 004's guest had to have it for its table. The model is run again with
+migration_entry_ad=0 beside its default run (on the plain kernel too, where the knob changes
+nothing MIGRC does, only the PTE's dirty bit after a migration). On the plain kernel the
+MIGRC-only probes are not set.
 """
 from __future__ import annotations
 
-import sys
+import argparse
 
+from tierlab import api
 from tierlab.oracle import guest, run_oracle
 
 T = "/sys/kernel/debug/tracing"
@@ -37,24 +48,45 @@ COUNTERS = ("pgpromote_success", "pgdemote_kswapd", "pgdemote_direct", "pgmigrat
             "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all", "nr_tlb_local_flush_one")
 
 
-def traced_script(orig):
+def traced_script(orig, probes: bool):
+    setup = SETUP if probes else SETUP.split("\n", 2)[0] + "\n" + SETUP.split("\n", 2)[1] + "\n"
+    summary = SUMMARY if probes else ""
+
     def script(*a, **kw):
-        return orig(*a, **kw).replace("dump before\n", SETUP + "dump before\n", 1) + SUMMARY
+        return orig(*a, **kw).replace("dump before\n", setup + "dump before\n", 1) + summary
     return script
 
 
-def main(runs: int, particles: int) -> None:
-    guest.run_script = traced_script(guest.run_script)
-    for i in range(runs):
-        r = run_oracle("xsbench", {"gridpoints": 3072, "particles": particles, "threads": 2},
-                       {"demotion_enabled": 1, "numa_balancing": 2}, scale=4, guest_kernel="tierlab-6.12+migrc")
-        print(f"run {i + 1} ({r.guest.run_time_s:.1f} s): "
+def with_cpu(orig, model: str):
+    def argv(*a, **kw):
+        out = orig(*a, **kw)
+        out[out.index("-cpu") + 1] = model
+        return out
+    return argv
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--particles", type=int, default=400_000)
+    ap.add_argument("--kernel", default="tierlab-6.12+migrc")
+    ap.add_argument("--cpu", default="max")
+    a = ap.parse_args(argv)
+    guest.run_script = traced_script(guest.run_script, a.kernel.endswith("+migrc"))
+    if a.cpu != "max":
+        guest.qemu_argv = with_cpu(guest.qemu_argv, a.cpu)
+    for i in range(a.runs):
+        r = run_oracle("xsbench", {"gridpoints": 3072, "particles": a.particles, "threads": 2},
+                       {"demotion_enabled": 1, "numa_balancing": 2}, scale=4, guest_kernel=a.kernel)
+        print(f"run {i + 1} on {a.kernel}, -cpu {a.cpu} ({r.guest.run_time_s:.1f} s): "
               + ", ".join(f"{k} {int(r.guest.counters[k]):,}" for k in COUNTERS))
-        print("    model: " + ", ".join(f"{k} {int(r.model.counters[k]):,}" for k in COUNTERS))
+        print(f"    model {r.model.config['knobs']}: " + ", ".join(f"{k} {int(r.model.counters[k]):,}" for k in COUNTERS))
+        noad = api.build(dict(r.model.config, knobs=dict(r.model.config["knobs"], migration_entry_ad=0))).run().result()
+        print("    model, migration_entry_ad=0: " + ", ".join(f"{k} {int(noad.counters[k]):,}" for k in COUNTERS))
         for ln in r.transcript.splitlines():
             if any(x in ln for x in ("@@tierlab l1tf", "@@tierlab cpu", "@@tierlab probes", "@@tierlab error")):
                 print("   ", ln.strip().removeprefix("@@tierlab "))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1, int(sys.argv[2]) if len(sys.argv) > 2 else 400_000)
+    main()
