@@ -21,7 +21,8 @@ Pick it with `TIERLAB_ORACLE_KERNEL=tierlab-6.12` or `tierlab oracle --kernel ti
 
 Patched variants. `tierlab-6.12+<set>` is the same kernel with the patch set `patches/<set>/`
 applied after the base series (`patches/<set>/series`, quilt's format again): e.g.
-`tierlab-6.12+fault-count`, seed 002's fault-count hint-fault-latency RFC. Each set is a
+`tierlab-6.12+fault-count`, seed 002's fault-count hint-fault-latency RFC, and
+`tierlab-6.12+migrc`, seed 004's MIGRC series (v8, x86 patches). Each set is a
 `PatchSet` in PATCH_SETS, which also says what the patched kernel is to the model: the model
 knobs its code fixes (applied to the model's side of every comparison, refused if set otherwise),
 the knobs 6.12 lacks that it has a path for, and the knobs of 6.12 it removes. A variant builds
