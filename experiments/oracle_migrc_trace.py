@@ -43,7 +43,16 @@ SETUP = "".join(
 SETUP = ("echo \"@@tierlab l1tf $(cat /sys/devices/system/cpu/vulnerabilities/l1tf)\"\n"
          "echo \"@@tierlab cpu $(grep -m1 'vendor_id' /proc/cpuinfo) $(grep -m1 'model name' /proc/cpuinfo)\"\n"
          + SETUP + f"sed 's/^/@@tierlab probes before /' {T}/kprobe_profile\n")
-SUMMARY = f"sed 's/^/@@tierlab probes after /' {T}/kprobe_profile\n"
+# one more probe on the same function that records: the folio's mapping (struct folio: flags, lru,
+# then mapping at byte 24; bit 0 set is an anonymous folio) and who dropped the last reference
+SETUP += (f"echo 'p:tierlab/held_map __folio_put_small_nopcp mapping=+24(%di):x64' >> {T}/kprobe_events "
+          f"|| echo '@@tierlab error kprobe held_map'\necho 1 > {T}/events/tierlab/held_map/enable\n")
+AWK = r"""/ held_map: / { m = ""; for (i = 1; i <= NF; i++) if ($i ~ /^mapping=/) m = substr($i, 9)
+  kind = (m == "0x0" ? "none" : (substr(m, length(m)) ~ /[13579bdf]/ ? "anon" : "file"))
+  split($1, who, "-"); n[who[1] " " kind]++ }
+END { for (k in n) print "@@tierlab held", k, n[k] }"""
+SUMMARY = (f"sed 's/^/@@tierlab probes after /' {T}/kprobe_profile\n"
+           f"echo 0 > {T}/tracing_on\nawk '{AWK}' {T}/trace\n")
 COUNTERS = ("pgpromote_success", "pgdemote_kswapd", "pgdemote_direct", "pgmigrate_success", "nr_tlb_remote_flush",
             "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all", "nr_tlb_local_flush_one")
 
@@ -84,7 +93,8 @@ def main(argv=None) -> None:
         noad = api.build(dict(r.model.config, knobs=dict(r.model.config["knobs"], migration_entry_ad=0))).run().result()
         print("    model, migration_entry_ad=0: " + ", ".join(f"{k} {int(noad.counters[k]):,}" for k in COUNTERS))
         for ln in r.transcript.splitlines():
-            if any(x in ln for x in ("@@tierlab l1tf", "@@tierlab cpu", "@@tierlab probes", "@@tierlab error")):
+            if any(x in ln for x in ("@@tierlab l1tf", "@@tierlab cpu", "@@tierlab probes", "@@tierlab held",
+                                     "@@tierlab error")):
                 print("   ", ln.strip().removeprefix("@@tierlab "))
 
 
