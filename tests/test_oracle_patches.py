@@ -1,9 +1,9 @@
-"""tierlab.oracle's patched kernels (kernel.PATCH_SETS): the fault-count series (seed 002) parses,
-names its source mails and applies cleanly to Debian's linux-source-6.12 (skipped when the source
-is not installed); a variant's cache key differs from the plain kernel's and the plain key is what
-it always was; the choice by name; what the guest writes and the model runs on a patched kernel;
-the decision probes' counts. One guest run on the patched kernel, only when it is already built
-(no test builds a kernel)."""
+"""tierlab.oracle's patched kernels (kernel.PATCH_SETS): the fault-count series (seed 002) and the
+MIGRC series (seed 004) parse, name their source mails and apply cleanly to Debian's
+linux-source-6.12 (skipped when the source is not installed); a variant's cache key differs from
+the plain kernel's and the plain key is what it always was; the choice by name; what the guest
+writes and the model runs on a patched kernel; the decision probes' counts. One guest run on each
+patched kernel, only when it is already built (no test builds a kernel)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,11 +18,15 @@ from tierlab.kernel import Kernel
 from tierlab.oracle import build, console, guest, kernel
 
 FC = kernel.PATCH_SETS["fault-count"]
+MIGRC = kernel.PATCH_SETS["migrc"]
 VERSION = "6.12.117-1~deb12u1"
 # the committed kernel.config's sha256 (first 16 hex digits) when the plain kernel built on
 # 2026-11-28 got the key 063788966272a40a; the pin below holds while the fragment is that text
 FRAGMENT_SHA = "26269ff6a4f5b16c"
 PLAIN_KEY = "063788966272a40a"
+# the MIGRC kernel built on 2026-11-28 (docs/oracle.md, "MIGRC on tierlab's kernel"): its key holds
+# while the fragment is that text and the patches in patches/migrc/ are the ones it was built from
+MIGRC_KEY = "19641718d0be8fa4"
 
 
 def _patched_files(p) -> list[str]:
@@ -83,6 +87,84 @@ def test_fault_count_series_applies_to_the_debian_source(tmp_path):
     assert '"fault_count_threshold"' in (src / "kernel/sched/debug.c").read_text()
 
 
+MIGRC_MAILS = [   # (Message-ID, subject) of each ported mail, in the series' order; 2/8 (arm64) is not ported
+    ("<20240219060407.25254-2-byungchul@sk.com>", "[PATCH v8 1/8] x86/tlb: Add APIs manipulating tlb batch's arch data"),
+    ("<20240219060407.25254-4-byungchul@sk.com>",
+     "[PATCH v8 3/8] mm/rmap: Recognize read-only TLB entries during batched TLB flush"),
+    ("<20240219060407.25254-5-byungchul@sk.com>",
+     "[PATCH v8 4/8] x86/tlb, mm/rmap: Separate arch_tlbbatch_clear() out of arch_tlbbatch_flush()"),
+    ("<20240219060407.25254-6-byungchul@sk.com>",
+     "[PATCH v8 5/8] mm: Separate move/undo doing on folio list from migrate_pages_batch()"),
+    ("<20240219060407.25254-7-byungchul@sk.com>",
+     "[PATCH v8 6/8] mm: Add APIs to free a folio directly to the buddy bypassing pcp"),
+    ("<20240122010040.74346-8-byungchul@sk.com>",          # v7: v8's own mail of 7/8 was not found; same code
+     "[PATCH v7 7/8] mm: Defer TLB flush by keeping both src and dst folios at migration"),
+    ("<20240219060407.25254-9-byungchul@sk.com>", "[PATCH v8 8/8] mm: Pause migrc mechanism at high memory pressure"),
+]
+
+
+def test_migrc_series_lists_the_seven_x86_patches_with_their_mails():
+    patches = kernel.patch_series(MIGRC.patch_dir)
+    assert [p.name[:5] for p in patches] == [f"000{i}-" for i in range(1, 8)]
+    for p, (mid, subject) in zip(patches, MIGRC_MAILS):
+        head = p.read_text().split("\ndiff --git ", 1)[0]
+        assert f"Subject:    {subject}" in head and f"Message-ID: {mid}" in head, p.name
+        assert "From:       Byungchul Park <byungchul@sk.com>" in head
+        assert "Port notes, hunk by hunk" in head
+        assert not re.search(r"^(---|\+\+\+|@@) ", head, re.M)
+    assert "2/8" in patches[0].read_text().split("\ndiff --git ", 1)[0]      # the arm64 patch: why not ported
+    files = [set(_patched_files(p)) for p in patches]
+    assert files == [
+        {"arch/x86/include/asm/tlbflush.h"},
+        {"include/linux/sched.h", "mm/internal.h", "mm/rmap.c"},
+        {"arch/x86/mm/tlb.c", "mm/rmap.c"},
+        {"mm/migrate.c"},
+        {"include/linux/mm.h", "mm/internal.h", "mm/page_alloc.c", "mm/swap.c"},
+        {"include/linux/mmzone.h", "include/linux/sched.h", "mm/internal.h", "mm/memory.c", "mm/migrate.c",
+         "mm/page_alloc.c", "mm/rmap.c"},
+        {"mm/internal.h", "mm/migrate.c", "mm/page_alloc.c"}]
+    assert MIGRC.model_knobs == {"migrc": 1} and not MIGRC.knob_paths and not MIGRC.removed   # no knob since v4
+
+
+@pytest.mark.long          # reads through the xz like the fault-count check
+def test_migrc_series_applies_to_the_debian_source(tmp_path):
+    if not kernel.SOURCE_TARBALL.exists():
+        pytest.skip(f"{kernel.SOURCE_TARBALL} not installed (apt-get install {kernel.SOURCE_PACKAGE})")
+    try:
+        build.require_tool("patch", "patch")
+    except build.Unavailable as e:
+        pytest.skip(str(e))
+    patches = kernel.all_patches(MIGRC)
+    wanted = {f for p in patches for f in _patched_files(p)}
+    with tarfile.open(kernel.SOURCE_TARBALL) as tar:
+        members = [m for m in tar if m.name.split("/", 1)[-1] in wanted]
+        tar.extractall(tmp_path, members=members, filter="data")
+    src = next(tmp_path.glob("linux-source-*"))
+    for p in patches:
+        r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], cwd=src, capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and "offset" not in r.stdout and "fuzz" not in r.stdout, r.stdout + r.stderr
+    tlb = (src / "arch/x86/mm/tlb.c").read_text()
+    flush = tlb[tlb.index("void arch_tlbbatch_flush("):]
+    assert "cpumask_clear(&batch->cpumask)" not in flush[:flush.index("\n}\n")]          # 4/8
+    rmap = (src / "mm/rmap.c").read_text()
+    body = rmap[rmap.index("void try_to_unmap_flush(void)"):]
+    body = body[:body.index("\n}\n")]
+    assert [body.index(x) for x in ("fold_ubc(tlb_ubc, tlb_ubc_ro)", "migrc_flush_start()", "arch_tlbbatch_flush(",
+                                    "migrc_flush_end(tlb_ubc)", "arch_tlbbatch_clear(")] == sorted(
+        body.index(x) for x in ("fold_ubc(tlb_ubc, tlb_ubc_ro)", "migrc_flush_start()", "arch_tlbbatch_flush(",
+                                "migrc_flush_end(tlb_ubc)", "arch_tlbbatch_clear("))
+    assert "can_migrc_fail();" in rmap and "tlb_ubc = &current->tlb_ubc_ro;" in rmap
+    migrate = (src / "mm/migrate.c").read_text()
+    assert "(reason == MR_DEMOTION || reason == MR_NUMA_MISPLACED) &&\n\t\t   !migrc_paused();" in migrate
+    assert "can_migrc = do_migrc && can_migrc_test() && !is_large;" in migrate
+    assert "migrc_flush_free_folios();" in (src / "mm/memory.c").read_text()
+    page_alloc = (src / "mm/page_alloc.c").read_text()
+    assert page_alloc.count("migrc_pending_nr_in_zone(") == 3 and "__free_pages_ok(page, order, FPI_TO_TAIL);" in page_alloc
+    assert page_alloc.index("migrc_flush_free_folios() &&") < page_alloc.index("if (cond_accept_memory(zone, order))")
+    assert "free_pages_nopcp(&folio->page, 0);" in (src / "mm/swap.c").read_text()
+
+
 def test_variant_key_differs_and_the_plain_key_is_unchanged():
     frag = kernel.FRAGMENT.read_text()
     plain = kernel.variant_key(VERSION, frag)
@@ -92,11 +174,16 @@ def test_variant_key_differs_and_the_plain_key_is_unchanged():
     assert plain == kernel.kernel_key(VERSION, frag, [])
     if hashlib.sha256(frag.encode()).hexdigest()[:16] == FRAGMENT_SHA:
         assert plain == PLAIN_KEY               # the plain kernel built on 2026-11-28 stays valid
+        assert kernel.variant_key(VERSION, frag, MIGRC) == MIGRC_KEY    # and so does the MIGRC kernel
     fc = kernel.variant_key(VERSION, frag, FC)
     assert fc != plain
     assert kernel.kernel_dir(fc, FC).name == f"tierlab-6.12+fault-count-{fc}"
     assert kernel.kernel_dir(plain).name == f"tierlab-6.12-{plain}"
     assert FC.localversion == "-tierlab-fault-count"
+    mg = kernel.variant_key(VERSION, frag, MIGRC)
+    assert mg not in (plain, fc)
+    assert kernel.kernel_dir(mg, MIGRC).name == f"tierlab-6.12+migrc-{mg}"
+    assert MIGRC.localversion == "-tierlab-migrc"
 
 
 def test_cached_variant_is_found_apart_from_the_plain_kernel(tmp_path, monkeypatch, cached_kernel_dir):
@@ -117,17 +204,19 @@ def test_kernel_choice_by_name_and_a_bad_name(monkeypatch):
     assert kernel.patch_set_of("tierlab-6.12") is None
     assert kernel.patch_set_of("linux-image-6.12.117+deb12-amd64-unsigned") is None
     assert build.kernel_choice() is None
+    assert kernel.patch_set_of("tierlab-6.12+migrc") is MIGRC
     for bad in ("tierlab-6.12+nope", "tierlab-6.12+", "tierlab-6.12-fault-count"):
         with pytest.raises(ConfigError, match=r"--kernel: '.*' is not one of tierlab's kernels; accepted: "
-                                              r"tierlab-6.12, tierlab-6.12\+fault-count"):
+                                              r"tierlab-6.12, tierlab-6.12\+fault-count, tierlab-6.12\+migrc"):
             build.kernel_package(bad)
-    monkeypatch.setenv(build.KERNEL_ENV, "tierlab-6.12+migrc")
-    with pytest.raises(ConfigError, match=r"TIERLAB_ORACLE_KERNEL: 'tierlab-6.12\+migrc' is not one of tierlab's "
-                                          r"kernels; accepted: tierlab-6.12, tierlab-6.12\+fault-count"):
+    monkeypatch.setenv(build.KERNEL_ENV, "tierlab-6.12+migrc-v7")
+    with pytest.raises(ConfigError, match=r"TIERLAB_ORACLE_KERNEL: 'tierlab-6.12\+migrc-v7' is not one of tierlab's "
+                                          r"kernels; accepted: tierlab-6.12, tierlab-6.12\+fault-count, "
+                                          r"tierlab-6.12\+migrc"):
         build.kernel_choice()
     monkeypatch.setenv(build.KERNEL_ENV, "tierlab-6.12+fault-count")
     assert build.kernel_choice() == "tierlab-6.12+fault-count"
-    with pytest.raises(ConfigError, match=r"patch_set: 'nope' is not a patch set; accepted: fault-count"):
+    with pytest.raises(ConfigError, match=r"patch_set: 'nope' is not a patch set; accepted: fault-count, migrc"):
         kernel.ensure_own_kernel(patch_set="nope")
 
 
@@ -174,6 +263,36 @@ def test_model_side_runs_the_sets_knobs(monkeypatch):
         compare.run_oracle("hot-chunks", {"total": "64MiB", "chunk": "16MiB", "visits": 1, "iterations": 1},
                            {"numa_balancing": 2}, scale=4, guest_kernel="tierlab-6.12")
     assert seen["kernel"].get("hint_fault_latency") == 0
+
+
+def test_migrc_guest_has_no_knob_and_the_model_runs_migrc_on(monkeypatch):
+    """The MIGRC kernel has no knob (the series dropped migrc_enable in v4): the guest writes
+    nothing for it, refuses migrc=0 there and migrc=1 on the plain kernel (naming the MIGRC kernel),
+    and run_oracle hands the model migrc=1."""
+    k = Kernel(numa_balancing=2, demotion_enabled=1, migrc=1)
+    writes = guest.knob_writes(k, MIGRC)
+    assert "migrc" not in {n for n, _, _ in writes}
+    assert {n for n, _, _ in writes} == {n for n, _, _ in guest.knob_writes(Kernel(numa_balancing=2,
+                                                                                   demotion_enabled=1))}
+    with pytest.raises(ConfigError, match=r"migrc: the guest's kernel tierlab-6.12\+migrc has it fixed at 1"):
+        guest.knob_writes(Kernel(numa_balancing=2, migrc=0), MIGRC)
+    with pytest.raises(ConfigError, match=r"migrc: Linux 6.12 has no such setting .* \(or on a kernel that has it: "
+                                          r"--kernel tierlab-6.12\+migrc\)"):
+        guest.knob_writes(k)
+    from tierlab.oracle import compare
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def boot(m, program, args, files, kern, settings, **kw):
+        seen["kernel"] = kern
+        raise Stop
+    monkeypatch.setattr(compare.guest_mod, "boot", boot)
+    with pytest.raises(Stop):
+        compare.run_oracle("hot-chunks", {"total": "64MiB", "chunk": "16MiB", "visits": 1, "iterations": 1},
+                           {"numa_balancing": 2, "demotion_enabled": 1}, scale=4, guest_kernel="tierlab-6.12+migrc")
+    assert seen["kernel"].get("migrc") == 1
 
 
 def test_decision_probes_script_and_counts():
@@ -235,3 +354,30 @@ def test_guest_on_the_fault_count_kernel(fault_count_kernel):
         assert 480 <= cand <= 499 and rejects > 0
     else:
         assert rejects == 0
+
+
+@pytest.fixture(scope="module")
+def migrc_kernel(oracle_guest):
+    k = kernel.cached_kernel(MIGRC)
+    if k is None:
+        pytest.skip(f"{MIGRC.kernel_name} is not built (it takes many minutes; tests never build it): build it once "
+                    f"with `{kernel.build_hint(MIGRC)}` or any `tierlab oracle --kernel {MIGRC.kernel_name} ...` run "
+                    f"(needs apt-get install {kernel.SOURCE_PACKAGE} flex bison libelf-dev)")
+    return k
+
+
+@pytest.mark.long
+def test_guest_on_the_migrc_kernel(migrc_kernel):
+    """The promote-xsbench entry on the MIGRC kernel (~30-60 s of guest time): uname names the set,
+    the model ran migrc=1, the workload promotes, and the four nr_tlb_* counters exist and count."""
+    from tierlab.oracle import run_oracle, suite
+    entry = next(e for e in suite.ENTRIES if e.name == "promote-xsbench")
+    run = run_oracle(entry.workload, entry.params, entry.knobs, machine=entry.machine, scale=entry.scale,
+                     cpus=entry.cpus, timeout_s=600, guest_kernel=MIGRC.kernel_name)
+    g = run.guest
+    assert g.kernel == migrc_kernel.release and g.kernel.endswith("-tierlab-migrc")
+    assert run.model.config["knobs"]["migrc"] in (1, "on")
+    assert g.counters["numa_hint_faults"] > 1000 and g.counters["pgpromote_success"] > 0
+    for c in suite.TLB_COUNTERS:
+        assert c in g.vmstat_after.index, c
+    assert g.counters["nr_tlb_remote_flush"] > 0

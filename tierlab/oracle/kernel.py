@@ -21,7 +21,8 @@ Pick it with `TIERLAB_ORACLE_KERNEL=tierlab-6.12` or `tierlab oracle --kernel ti
 
 Patched variants. `tierlab-6.12+<set>` is the same kernel with the patch set `patches/<set>/`
 applied after the base series (`patches/<set>/series`, quilt's format again): e.g.
-`tierlab-6.12+fault-count`, seed 002's fault-count hint-fault-latency RFC. Each set is a
+`tierlab-6.12+fault-count`, seed 002's fault-count hint-fault-latency RFC, and
+`tierlab-6.12+migrc`, seed 004's MIGRC series (v8, x86 patches). Each set is a
 `PatchSet` in PATCH_SETS, which also says what the patched kernel is to the model: the model
 knobs its code fixes (applied to the model's side of every comparison, refused if set otherwise),
 the knobs 6.12 lacks that it has a path for, and the knobs of 6.12 it removes. A variant builds
@@ -96,6 +97,12 @@ PATCH_SETS = {s.name: s for s in (
              model_knobs={"hint_fault_latency": "fault_count", "scan_restamp_protnone": 1},
              knob_paths={"fault_count_threshold": "/sys/kernel/debug/sched/numa_balancing/fault_count_threshold"},
              removed=("hot_threshold_ms",)),
+    PatchSet("migrc",
+             "Byungchul Park, [PATCH v8 0/8] Reduce TLB flushes by 94% by improving folio migration "
+             "(2024-02-19; seed 004): MIGRC, which defers the TLB flush of a demotion or NUMA promotion of a "
+             "small folio mapped only by clean read-only PTEs, keeping the source folio until a later flush "
+             "covers its CPUs, a write fault or allocation pressure frees it; no knob (the kernel runs it on)",
+             model_knobs={"migrc": 1}),
 )}
 
 
