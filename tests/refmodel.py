@@ -121,6 +121,7 @@ class RefModel:
         self.nonresident_age = [0] * self.N
         self.refault_snap = [[0, 0] for _ in range(self.N)]
         self.scan_acc = [0.0] * self.N
+        self.deact_acc = [[0.0, 0.0] for _ in range(self.N)]
         self.kswapd_awake = [False] * self.N
         self.kswapd_clock = [0] * self.N
         self.kswapd_failures = [0] * self.N
@@ -513,18 +514,47 @@ class RefModel:
         self.count(nid, f"pgdemote_{who}", demoted)
         return reclaimed
 
+    def snapshot_refaults(self, nid):
+        """At the end of a reclaim run (balance_pgdat, do_try_to_free_pages)."""
+        self.refault_snap[nid] = [self.counters[nid]["workingset_activate_anon"],
+                                  self.counters[nid]["workingset_activate_file"]]
+
+    def may_deactivate(self, nid, file):
+        act = self.counters[nid]["workingset_activate_file" if file else "workingset_activate_anon"]
+        return act != self.refault_snap[nid][1 if file else 0] or self.inactive_is_low(nid, file)
+
+    def active_scan_size(self, nid, file, scanned, inactive, active):
+        """A pass scans both lists of a type by lru_size >> priority: active/inactive per inactive page."""
+        t = 1 if file else 0
+        if active <= 0:
+            self.deact_acc[nid][t] = 0.0
+            return 0
+        if inactive <= 0:
+            return min(active, SWAP_CLUSTER_MAX)
+        acc = self.deact_acc[nid][t] + scanned * (active / inactive)
+        n = int(acc)
+        if n >= active:
+            self.deact_acc[nid][t] = 0.0
+            return active
+        self.deact_acc[nid][t] = acc - n
+        return n
+
+    def shrink_active_rounds(self, nid, lru, nr):
+        while nr > 0 and self.lru_pages(nid, lru) > 0:
+            k = min(nr, SWAP_CLUSTER_MAX)
+            self.shrink_active_list(nid, lru, k)
+            nr -= k
+
     def reclaim_batch(self, nid, kswapd, now):
         anon_ok = self.can_swap() or self.can_demote(nid)
-        act_anon = self.counters[nid]["workingset_activate_anon"]
-        act_file = self.counters[nid]["workingset_activate_file"]
-        deact_file = self.inactive_is_low(nid, True) or act_file != self.refault_snap[nid][1]
-        deact_anon = anon_ok and (self.inactive_is_low(nid, False) or act_anon != self.refault_snap[nid][0])
-        self.refault_snap[nid] = [act_anon, act_file]
-        if deact_file:
-            self.shrink_active_list(nid, ACTIVE_FILE, SWAP_CLUSTER_MAX)
+        deact_file = self.may_deactivate(nid, True)
+        deact_anon = anon_ok and self.may_deactivate(nid, False)
         inact_file = self.lru_pages(nid, INACTIVE_FILE)
-        file_total = inact_file + self.lru_pages(nid, ACTIVE_FILE)
-        anon_total = self.lru_pages(nid, INACTIVE_ANON) + self.lru_pages(nid, ACTIVE_ANON)
+        inact_anon = self.lru_pages(nid, INACTIVE_ANON)
+        act_file = self.lru_pages(nid, ACTIVE_FILE)
+        act_anon = self.lru_pages(nid, ACTIVE_ANON)
+        file_total = inact_file + act_file
+        anon_total = inact_anon + act_anon
         if not anon_ok or anon_total == 0:
             scan_file = True
         elif file_total == 0:
@@ -540,21 +570,31 @@ class RefModel:
                 scan_file = False
             else:
                 scan_file = True
-        reclaimed = scanned = 0
+        reclaimed = scanned = scanned_file = scanned_anon = 0
         for _attempt in range(2):
             lru = INACTIVE_FILE if scan_file else INACTIVE_ANON
             before = self.lru_pages(nid, lru)
             if before > 0:
                 reclaimed += self.shrink_inactive_list(nid, lru, SWAP_CLUSTER_MAX, kswapd, now)
-                scanned += min(before, SWAP_CLUSTER_MAX)
+                n = min(before, SWAP_CLUSTER_MAX)
+                scanned += n
+                if scan_file:
+                    scanned_file += n
+                else:
+                    scanned_anon += n
             if scanned > 0 or not anon_ok:
                 break
             scan_file = not scan_file
-        if anon_ok and (deact_anon or self.inactive_is_low(nid, False)):
+        if deact_anon and scanned_anon > 0:
+            self.shrink_active_rounds(nid, ACTIVE_ANON,
+                                      self.active_scan_size(nid, False, scanned_anon, inact_anon, act_anon))
+        if deact_file and (scanned_file > 0 or inact_file == 0):
+            nr = self.active_scan_size(nid, True, scanned_file, inact_file, act_file)
+            self.shrink_active_rounds(nid, ACTIVE_FILE, nr)
+            if scanned == 0 and nr > 0:
+                scanned += 1
+        if anon_ok and self.inactive_is_low(nid, False):
             self.shrink_active_list(nid, ACTIVE_ANON, SWAP_CLUSTER_MAX)
-        elif scanned == 0 and self.lru_pages(nid, ACTIVE_FILE) > 0:
-            self.shrink_active_list(nid, ACTIVE_FILE, SWAP_CLUSTER_MAX)
-            scanned += 1
         return reclaimed, scanned
 
     def kswapd_step(self, nid):
@@ -562,6 +602,7 @@ class RefModel:
         self.sender = self.kswapd_cpu[nid]
         if self.balanced(nid):
             self.kswapd_awake[nid] = False
+            self.snapshot_refaults(nid)
             return
         reclaimed, scanned = self.reclaim_batch(nid, True, now)
         if reclaimed > 0:
@@ -576,6 +617,8 @@ class RefModel:
         self.kswapd_clock[nid] = now + 100          # max(cost, 100 ns) with every cost 0
         if self.balanced(nid):
             self.kswapd_awake[nid] = False
+        if not self.kswapd_awake[nid]:
+            self.snapshot_refaults(nid)
 
     def direct_reclaim(self, cands):
         total = 0
@@ -592,6 +635,8 @@ class RefModel:
                     self.kswapd_failures[nid] = 0
             if total >= SWAP_CLUSTER_MAX:
                 break
+        for nid in cands:
+            self.snapshot_refaults(nid)
         return total
 
     # ---- promotion (kernel/sched/fair.c, mm/migrate.c, the page-cache RFC) --------------------

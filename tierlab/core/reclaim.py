@@ -6,9 +6,8 @@ shrink_inactive_list(), folio_check_references(), shrink_folio_list() with its d
 (can_demote(), demote_folio_list(), next_demotion_node() from mm/memory-tiers.c), and the
 workingset shadow left by eviction (mm/workingset.c).
 
-The unit of work is one SWAP_CLUSTER_MAX batch: `reclaim_batch` ages the active lists if their
-inactive list is low (or new refault activations were seen), picks the inactive list to scan, and
-shrinks 32 folios from its tail. kswapd runs one batch per scheduler step on its CPU's clock
+The unit of work is one SWAP_CLUSTER_MAX batch: `reclaim_batch` picks the inactive list to scan,
+shrinks 32 folios from its tail, then ages that type's active list in proportion, as below. kswapd runs one batch per scheduler step on its CPU's clock
 (sched.py: a CPU of its own when one is idle, else time-shared with the tasks there, so its reclaim
 time delays them), so allocation and reclaim race in virtual time as they do on a real machine;
 direct reclaim runs batches on the allocating task's clock until 32 pages are reclaimed.
@@ -26,10 +25,40 @@ shrink_folio_list() the classic shrink_inactive_list() uses too, with MGLRU's re
 lru_gen_look_around on a young mapped folio); kswapd also checks min_ttl_ms (lru_gen_age_node) and
 never counts failures (lru_gen_shrink_node resets them). mglru.py describes the model.
 
+Active/inactive balance of the classic LRU, as mm/vmscan.c (6.12) does it:
+- Each shrink_node() pass starts with prepare_scan_control(), which sets a may_deactivate bit per
+  type when the lruvec's workingset_activate_{anon,file} differ from the lruvec's refaults[]
+  snapshot, or when inactive_is_low() finds the inactive list below 1/int_sqrt(10 x GiB of that
+  type's lists) of the active one (1:1 under 1 GiB). The snapshot is taken by snapshot_refaults()
+  only when a whole reclaim run ends: at the end of balance_pgdat() for kswapd, and for every node
+  of the zonelist at the end of do_try_to_free_pages() for direct reclaim. So while refaults keep
+  arriving during a run, deactivation stays allowed for the whole run; refault activations only
+  decide whether the active list is aged, not how much.
+- How much: get_scan_count() gives every list lru_size >> priority, scaled by the type's share
+  (SCAN_FRACT) or all-or-nothing (SCAN_FILE / SCAN_ANON); the active and inactive lists of one type
+  get the same factor. shrink_lruvec() then takes up to SWAP_CLUSTER_MAX from each list in turn
+  (inactive anon, active anon, inactive file, active file) until the targets are used up, and
+  shrink_list() passes an active list to shrink_active_list() only if its may_deactivate bit is
+  set. A pass therefore deactivates active/inactive times as many pages as it scans from the
+  inactive list of the same type. At the end of shrink_lruvec() (and in kswapd_age_node() at the
+  start of each balance_pgdat() priority loop) the active anon list is also aged by
+  SWAP_CLUSTER_MAX when inactive anon is low and anon can be aged.
+Here: may_deactivate is evaluated per batch against the run-end snapshot; after a batch scans n
+pages of an inactive list whose type may deactivate, n x active/inactive pages (list sizes at the
+batch's start; the fraction carried in lruvec.deact_acc) of its active list are deactivated,
+SWAP_CLUSTER_MAX at a time; an empty inactive file list with a non-empty active one costs one
+SWAP_CLUSTER_MAX round of the active list (its scan target is not zero); the anon aging for a low
+inactive anon list runs once per batch.
+
 Simplifications, and why:
 - No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
   pass falls short; here each batch scans the 32 oldest folios of the chosen list, which keeps the
-  same order of victims and differs only in how scanning is spread over passes.
+  same order of victims and differs only in how scanning is spread over passes. The active lists
+  are scanned at the ratio a completed pass gives them (active/inactive per inactive page); a pass
+  the kernel cuts short (kswapd or direct reclaim reaching nr_to_reclaim, after its rounds took up
+  to SWAP_CLUSTER_MAX from each list) can give the smaller list more than its share, which is not
+  modelled. may_deactivate is read per batch, not once per pass (it can switch on mid-pass), and
+  the per-pass anon aging (inactive anon low) runs per batch.
 - get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - A folio being read is locked, and its reader then holds a reference until it has copied the
@@ -399,29 +428,76 @@ def lru_gen_shrink_node(s, p, nid, kswapd, now, scratch):
     return reclaimed, scanned, cost + c
 
 
+@jit_inline
+def snapshot_refaults(s, nid):
+    """snapshot_refaults(): remember the node's refault activations, at the end of a reclaim run
+    (balance_pgdat, do_try_to_free_pages); may_deactivate compares with them."""
+    s.lruvec[nid].refaults[0] = s.counters[nid, Vm.WORKINGSET_ACTIVATE_ANON]
+    s.lruvec[nid].refaults[1] = s.counters[nid, Vm.WORKINGSET_ACTIVATE_FILE]
+
+
+@jit_inline
+def may_deactivate(s, p, nid, file):
+    """prepare_scan_control()'s sc->may_deactivate bit for one type: refault activations since the
+    snapshot of the last reclaim run, or inactive_is_low()."""
+    act = s.counters[nid, Vm.WORKINGSET_ACTIVATE_FILE if file else Vm.WORKINGSET_ACTIVATE_ANON]
+    return act != s.lruvec[nid].refaults[1 if file else 0] or inactive_is_low(s, p, nid, file)
+
+
+@jit_inline
+def active_scan_size(s, nid, file, scanned, inactive, active):
+    """Active pages to scan with `scanned` pages of the type's inactive list, whose lists held
+    `inactive` and `active` pages when the batch began: get_scan_count() gives both lists of a type
+    lru_size >> priority (the same scan fraction), so a pass scans the active list active/inactive
+    times as much as the inactive one. The fraction is carried (lruvec.deact_acc). An empty
+    inactive list still has its active list scanned, one SWAP_CLUSTER_MAX round."""
+    t = 1 if file else 0
+    if active <= 0:
+        s.lruvec[nid].deact_acc[t] = 0.0
+        return np.int64(0)
+    if inactive <= 0:
+        return np.int64(min(active, SWAP_CLUSTER_MAX))
+    acc = s.lruvec[nid].deact_acc[t] + scanned * (active / inactive)
+    n = np.int64(acc)
+    if n >= active:
+        s.lruvec[nid].deact_acc[t] = 0.0
+        return np.int64(active)
+    s.lruvec[nid].deact_acc[t] = acc - n
+    return n
+
+
+@jit
+def shrink_active_rounds(s, p, nid, lru, nr, now):
+    """shrink_active_list() over nr pages, SWAP_CLUSTER_MAX at a time (shrink_lruvec's rounds).
+    Returns the cost."""
+    cost = 0.0
+    while nr > 0 and s.lruvec[nid].lru_size[lru] > 0:
+        k = min(nr, SWAP_CLUSTER_MAX)
+        cost += shrink_active_list(s, p, nid, lru, k, now + np.int64(cost))
+        nr -= k
+    return cost
+
+
 @jit
 def reclaim_batch(s, p, nid, kswapd, now, scratch):
-    """One SWAP_CLUSTER_MAX step of shrink_lruvec(): age active lists that need it, then shrink the
-    inactive list get_scan_count() picks; with lru_gen on, lru_gen_shrink_node instead. Returns (pages
-    reclaimed, pages scanned, cost)."""
+    """One SWAP_CLUSTER_MAX step of shrink_lruvec(): shrink the inactive list get_scan_count()
+    picks, then, if may_deactivate allows it for that type, its active list in proportion
+    (active_scan_size); the anon active list also when inactive anon is low (shrink_lruvec's end,
+    kswapd_age_node). With lru_gen on, lru_gen_shrink_node instead. Returns (pages reclaimed,
+    pages scanned, cost)."""
     if s.lruvec[nid].lru_gen_enabled:
         return lru_gen_shrink_node(s, p, nid, kswapd, now, scratch)
     cost = 0.0
     anon_ok = can_reclaim_anon(s, p, nid)
-    # may_deactivate: inactive list low, or refault activations since the last pass
-    act_anon = s.counters[nid, Vm.WORKINGSET_ACTIVATE_ANON]
-    act_file = s.counters[nid, Vm.WORKINGSET_ACTIVATE_FILE]
-    deact_file = inactive_is_low(s, p, nid, True) or act_file != s.lruvec[nid].refaults[1]
-    deact_anon = anon_ok and (inactive_is_low(s, p, nid, False) or act_anon != s.lruvec[nid].refaults[0])
-    s.lruvec[nid].refaults[0] = act_anon
-    s.lruvec[nid].refaults[1] = act_file
-    if deact_file:
-        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX, now)
+    deact_file = may_deactivate(s, p, nid, True)
+    deact_anon = anon_ok and may_deactivate(s, p, nid, False)
 
     inact_file = s.lruvec[nid].lru_size[LRU_INACTIVE_FILE]
     inact_anon = s.lruvec[nid].lru_size[LRU_INACTIVE_ANON]
-    file_total = inact_file + s.lruvec[nid].lru_size[LRU_ACTIVE_FILE]
-    anon_total = inact_anon + s.lruvec[nid].lru_size[LRU_ACTIVE_ANON]
+    act_file = s.lruvec[nid].lru_size[LRU_ACTIVE_FILE]
+    act_anon = s.lruvec[nid].lru_size[LRU_ACTIVE_ANON]
+    file_total = inact_file + act_file
+    anon_total = inact_anon + act_anon
     if not anon_ok or anon_total == 0:
         scan_file = True
     elif file_total == 0:
@@ -441,23 +517,36 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
 
     reclaimed = 0
     scanned = 0
+    scanned_file = 0
+    scanned_anon = 0
     for attempt in range(2):
         lru = LRU_INACTIVE_FILE if scan_file else LRU_INACTIVE_ANON
         before = s.lruvec[nid].lru_size[lru]
         if before > 0:
             r, c = shrink_inactive_list(s, p, nid, lru, SWAP_CLUSTER_MAX, kswapd, now + np.int64(cost), scratch)
             reclaimed += r
-            scanned += min(before, SWAP_CLUSTER_MAX)
+            n = min(before, SWAP_CLUSTER_MAX)
+            scanned += n
+            if scan_file:
+                scanned_file += n
+            else:
+                scanned_anon += n
             cost += c
         if scanned > 0 or not anon_ok:
             break
         scan_file = not scan_file
 
-    if anon_ok and (deact_anon or inactive_is_low(s, p, nid, False)):
+    # the active lists of the types scanned, after their inactive lists (for_each_evictable_lru's order)
+    if deact_anon and scanned_anon > 0:
+        nr = active_scan_size(s, nid, False, scanned_anon, inact_anon, act_anon)
+        cost += shrink_active_rounds(s, p, nid, LRU_ACTIVE_ANON, nr, now + np.int64(cost))
+    if deact_file and (scanned_file > 0 or inact_file == 0):
+        nr = active_scan_size(s, nid, True, scanned_file, inact_file, act_file)
+        cost += shrink_active_rounds(s, p, nid, LRU_ACTIVE_FILE, nr, now + np.int64(cost))
+        if scanned == 0 and nr > 0:
+            scanned += 1
+    if anon_ok and inactive_is_low(s, p, nid, False):
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX, now + np.int64(cost))
-    elif scanned == 0 and s.lruvec[nid].lru_size[LRU_ACTIVE_FILE] > 0:
-        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, SWAP_CLUSTER_MAX, now + np.int64(cost))
-        scanned += 1
     return reclaimed, scanned, cost
 
 
@@ -470,6 +559,7 @@ def kswapd_step(s, p, nid, scratch):
     now = s.pgdat[nid].kswapd_clock
     if pgdat_balanced(s, p, nid):
         s.pgdat[nid].kswapd_awake = 0
+        snapshot_refaults(s, nid)           # balance_pgdat()'s end
         return
     lru_gen = s.lruvec[nid].lru_gen_enabled != 0
     if lru_gen and p[P.MIN_TTL_MS] > 0 and not lruvec_is_reclaimable(s, p, nid, now):
@@ -477,6 +567,7 @@ def kswapd_step(s, p, nid, scratch):
         s.counters[nid, Vm.OOM_KILL] += 1
         s.sys[0].oom_min_ttl_node = nid
         s.pgdat[nid].kswapd_awake = 0
+        snapshot_refaults(s, nid)
         return
     reclaimed, scanned, cost = reclaim_batch(s, p, nid, True, now, scratch)
     if lru_gen:
@@ -493,6 +584,8 @@ def kswapd_step(s, p, nid, scratch):
     s.pgdat[nid].kswapd_clock = now + np.int64(max(cost, 100.0))
     if pgdat_balanced(s, p, nid):
         s.pgdat[nid].kswapd_awake = 0
+    if s.pgdat[nid].kswapd_awake == 0:
+        snapshot_refaults(s, nid)           # balance_pgdat()'s end: kswapd goes to sleep
 
 
 @jit
@@ -520,6 +613,8 @@ def direct_reclaim_batch(s, p, t, cands, n, scratch):
     if not node_done:
         return False, cost
     if d.dr_total >= SWAP_CLUSTER_MAX or i + 1 >= n:
+        for j in range(n):                  # do_try_to_free_pages()'s end: every zonelist node
+            snapshot_refaults(s, cands[j])
         return True, cost
     d.dr_i = i + 1
     d.dr_scanned = 0

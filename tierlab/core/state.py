@@ -211,8 +211,10 @@ PGDAT_DTYPE = np.dtype([
 LRUVEC_DTYPE = np.dtype([
     ("lru_size", np.int64, (NR_LRU_LISTS,)),  # pages per classic LRU list
     ("nonresident_age", np.int64),   # shadows keep its low 32 bits (workingset.c)
-    ("refaults", np.int64, (2,)),    # workingset_activate_{anon,file} at the last reclaim pass
+    ("refaults", np.int64, (2,)),    # workingset_activate_{anon,file} at the end of the last reclaim run
+                                     # (snapshot_refaults: balance_pgdat, do_try_to_free_pages)
     ("scan_acc", np.float64),        # get_scan_count SCAN_FRACT anon/file split accumulator
+    ("deact_acc", np.float64, (2,)), # {anon,file}: active pages owed to the scan (fraction carried)
     # struct lru_gen_folio (include/linux/mmzone.h), mglru.py; NR_HIST_GENS = 1 (no
     # CONFIG_LRU_GEN_STATS): the current refaulted/evicted/protected have no history dimension
     ("lru_gen_enabled", np.int64),   # lrugen->enabled: this lruvec's folios are on lrugen lists
