@@ -471,3 +471,86 @@ def test_fork_continues_bit_identically():
     for (name, a), b in zip(st.state_arrays(orig.state), before):
         assert np.array_equal(a, b), name
     assert fork.state.counters[:, VMSTAT_NAMES.index("pgpromote_success")].sum() > 0
+
+
+# --------------------------------------------------------------------------------------------
+# Active list aging (mm/vmscan.c 6.12): prepare_scan_control()'s may_deactivate against the
+# refault snapshot of the last reclaim run, get_scan_count()'s lru_size >> priority for both lists
+# --------------------------------------------------------------------------------------------
+
+def test_may_deactivate_from_the_refault_snapshot():
+    """A type may deactivate when its workingset_activate count differs from the snapshot that
+    snapshot_refaults() took at the end of the last reclaim run, or when inactive_is_low(); the
+    answer stays the same through a run until the run's end takes a new snapshot."""
+    from tierlab.core.reclaim import may_deactivate, snapshot_refaults
+    from tierlab.core.vmstat import Vm
+    sim = file_sim()
+    s = sim.state
+    for lru, n in ((INACTIVE_ANON, 100), (ACTIVE_ANON, 100), (INACTIVE_FILE, 100), (ACTIVE_FILE, 100)):
+        s.lruvec["lru_size"][0, lru] = n                     # 100:100, ratio 1: not low
+    assert not may_deactivate(s, sim.p, 0, True) and not may_deactivate(s, sim.p, 0, False)
+    s.counters[0, Vm.WORKINGSET_ACTIVATE_FILE] += 1          # a file refault activation
+    assert may_deactivate(s, sim.p, 0, True) and not may_deactivate(s, sim.p, 0, False)
+    assert may_deactivate(s, sim.p, 0, True)                 # still: nothing took a snapshot
+    s.counters[0, Vm.WORKINGSET_ACTIVATE_ANON] += 3
+    assert may_deactivate(s, sim.p, 0, False)
+    snapshot_refaults(s, 0)                                   # the reclaim run ends
+    assert s.lruvec["refaults"][0].tolist() == [3, 1]
+    assert not may_deactivate(s, sim.p, 0, True) and not may_deactivate(s, sim.p, 0, False)
+    s.lruvec["lru_size"][0, INACTIVE_FILE] = 99               # 99 * 1 < 100: inactive_is_low
+    assert may_deactivate(s, sim.p, 0, True) and not may_deactivate(s, sim.p, 0, False)
+
+
+def test_active_scan_size_is_the_inactive_scan_times_active_over_inactive():
+    """Both lists of a type get lru_size >> priority (times the same fraction), so a pass scans
+    active/inactive active pages per inactive page; the fraction is carried to the next batch."""
+    from tierlab.core.reclaim import active_scan_size
+    sim = file_sim()
+    s = sim.state
+    assert active_scan_size(s, 0, True, 32, 128, 48) == 12           # 32 * 48/128
+    assert active_scan_size(s, 0, True, 32, 256, 20) == 2            # 2.5: .5 carried
+    assert s.lruvec["deact_acc"][0, 1] == 0.5
+    assert active_scan_size(s, 0, True, 32, 256, 20) == 3            # .5 + 2.5
+    assert s.lruvec["deact_acc"][0, 1] == 0.0
+    assert active_scan_size(s, 0, False, 32, 256, 20) == 2           # anon carries its own
+    assert s.lruvec["deact_acc"][0].tolist() == [0.5, 0.0]
+    assert active_scan_size(s, 0, True, 32, 32, 200) == 200          # 32 * 200/32, the whole list
+    assert active_scan_size(s, 0, True, 32, 16, 200) == 200          # never more than the list
+    assert active_scan_size(s, 0, True, 0, 0, 100) == 32             # empty inactive: one round
+    assert active_scan_size(s, 0, True, 32, 100, 0) == 0
+
+
+def test_kswapd_deactivates_in_proportion_when_inactive_is_low():
+    """150 active, 67 inactive file pages when kswapd wakes: inactive_is_low (67 < 150). Its one
+    batch (32 reclaimed: free 39 -> 71 >= HIGH) scans 32 inactive pages, so the active list gives
+    int(32 * 150/67) = 71 pages, in rounds of 32, 32 and 7 (the old fixed 32 per batch is gone)."""
+    sim = file_sim(pages=400)
+    s = sim.state
+    run(sim, seq(range(150), READ) + seq(range(150), READ))
+    run(sim, seq(range(150, FITS + 1), READ))
+    c = counters(sim)
+    assert c["pgsteal_kswapd"] == 32 and c["pgscan_kswapd"] == 32
+    assert c["pgdeactivate"] == c["pgrefill"] == int(32 * (150 / 67)) == 71
+    assert s.lruvec["lru_size"][0, ACTIVE_FILE] == 150 - 71
+
+
+def test_refault_activation_allows_deactivation_until_the_run_ends():
+    """50 active, inactive not low. A refault activation since the last snapshot lets the next
+    kswapd run deactivate: its batch scans 32 of 167 inactive pages, so int(32 * 50/167) = 9 active
+    pages go. balance_pgdat() ends with snapshot_refaults(): the next run, with no new refault
+    activation and inactive not low, deactivates nothing."""
+    from tierlab.core.vmstat import Vm
+    sim = file_sim(pages=400)
+    s = sim.state
+    run(sim, seq(range(50), READ) + seq(range(50), READ))     # 50 active
+    s.counters[0, Vm.WORKINGSET_ACTIVATE_FILE] += 1             # as if a refault had activated
+    run(sim, seq(range(50, FITS + 1), READ))                    # 167 inactive when kswapd wakes
+    c = counters(sim)
+    assert c["pgscan_kswapd"] == 32
+    assert c["pgdeactivate"] == int(32 * (50 / 167)) == 9
+    assert s.lruvec["refaults"][0, 1] == c["workingset_activate_file"] == 1
+    assert not s.pgdat["kswapd_awake"][0]
+    run(sim, seq(range(FITS + 1, FITS + 41), READ))             # more pressure, another run
+    c2 = counters(sim)
+    assert c2["pgscan_kswapd"] > 32
+    assert c2["pgdeactivate"] == 9
