@@ -524,7 +524,8 @@ class RefModel:
         return act != self.refault_snap[nid][1 if file else 0] or self.inactive_is_low(nid, file)
 
     def active_scan_size(self, nid, file, scanned, inactive, active):
-        """A pass scans both lists of a type by lru_size >> priority: active/inactive per inactive page."""
+        """A pass scans both lists of a type by lru_size >> priority: active/inactive per inactive page,
+        at most one round's SWAP_CLUSTER_MAX per batch."""
         t = 1 if file else 0
         if active <= 0:
             self.deact_acc[nid][t] = 0.0
@@ -533,17 +534,11 @@ class RefModel:
             return min(active, SWAP_CLUSTER_MAX)
         acc = self.deact_acc[nid][t] + scanned * (active / inactive)
         n = int(acc)
-        if n >= active:
+        if n >= SWAP_CLUSTER_MAX or n >= active:            # one round of shrink_lruvec: at most 32
             self.deact_acc[nid][t] = 0.0
-            return active
+            return min(n, SWAP_CLUSTER_MAX, active)
         self.deact_acc[nid][t] = acc - n
         return n
-
-    def shrink_active_rounds(self, nid, lru, nr):
-        while nr > 0 and self.lru_pages(nid, lru) > 0:
-            k = min(nr, SWAP_CLUSTER_MAX)
-            self.shrink_active_list(nid, lru, k)
-            nr -= k
 
     def reclaim_batch(self, nid, kswapd, now):
         anon_ok = self.can_swap() or self.can_demote(nid)
@@ -586,11 +581,11 @@ class RefModel:
                 break
             scan_file = not scan_file
         if deact_anon and scanned_anon > 0:
-            self.shrink_active_rounds(nid, ACTIVE_ANON,
+            self.shrink_active_list(nid, ACTIVE_ANON,
                                       self.active_scan_size(nid, False, scanned_anon, inact_anon, act_anon))
         if deact_file and (scanned_file > 0 or inact_file == 0):
             nr = self.active_scan_size(nid, True, scanned_file, inact_file, act_file)
-            self.shrink_active_rounds(nid, ACTIVE_FILE, nr)
+            self.shrink_active_list(nid, ACTIVE_FILE, nr)
             if scanned == 0 and nr > 0:
                 scanned += 1
         if anon_ok and self.inactive_is_low(nid, False):

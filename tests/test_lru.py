@@ -503,7 +503,8 @@ def test_may_deactivate_from_the_refault_snapshot():
 
 def test_active_scan_size_is_the_inactive_scan_times_active_over_inactive():
     """Both lists of a type get lru_size >> priority (times the same fraction), so a pass scans
-    active/inactive active pages per inactive page; the fraction is carried to the next batch."""
+    active/inactive active pages per inactive page; the fraction is carried to the next batch. A
+    batch is one round of shrink_lruvec(): at most SWAP_CLUSTER_MAX of the active list."""
     from tierlab.core.reclaim import active_scan_size
     sim = file_sim()
     s = sim.state
@@ -514,24 +515,30 @@ def test_active_scan_size_is_the_inactive_scan_times_active_over_inactive():
     assert s.lruvec["deact_acc"][0, 1] == 0.0
     assert active_scan_size(s, 0, False, 32, 256, 20) == 2           # anon carries its own
     assert s.lruvec["deact_acc"][0].tolist() == [0.5, 0.0]
-    assert active_scan_size(s, 0, True, 32, 32, 200) == 200          # 32 * 200/32, the whole list
-    assert active_scan_size(s, 0, True, 32, 16, 200) == 200          # never more than the list
+    assert active_scan_size(s, 0, True, 32, 64, 60) == 30            # 30, nothing carried
+    assert active_scan_size(s, 0, True, 32, 64, 60) == 30
+    assert active_scan_size(s, 0, True, 32, 32, 200) == 32           # 200: one round's 32 at most,
+    assert s.lruvec["deact_acc"][0, 1] == 0.0                         # the rest of the pass dropped
+    assert active_scan_size(s, 0, True, 32, 256, 20) == 2
+    assert active_scan_size(s, 0, True, 32, 16, 20) == 20            # never more than the list
+    assert s.lruvec["deact_acc"][0, 1] == 0.0
     assert active_scan_size(s, 0, True, 0, 0, 100) == 32             # empty inactive: one round
     assert active_scan_size(s, 0, True, 32, 100, 0) == 0
 
 
-def test_kswapd_deactivates_in_proportion_when_inactive_is_low():
+def test_kswapd_deactivates_one_round_when_active_is_the_larger_list():
     """150 active, 67 inactive file pages when kswapd wakes: inactive_is_low (67 < 150). Its one
-    batch (32 reclaimed: free 39 -> 71 >= HIGH) scans 32 inactive pages, so the active list gives
-    int(32 * 150/67) = 71 pages, in rounds of 32, 32 and 7 (the old fixed 32 per batch is gone)."""
+    batch (32 reclaimed: free 39 -> 71 >= HIGH) scans 32 inactive pages; the pass would owe
+    int(32 * 150/67) = 71 active pages, but the round takes 32 from each list and the pass ends at
+    its goal: 32 deactivated."""
     sim = file_sim(pages=400)
     s = sim.state
     run(sim, seq(range(150), READ) + seq(range(150), READ))
     run(sim, seq(range(150, FITS + 1), READ))
     c = counters(sim)
     assert c["pgsteal_kswapd"] == 32 and c["pgscan_kswapd"] == 32
-    assert c["pgdeactivate"] == c["pgrefill"] == int(32 * (150 / 67)) == 71
-    assert s.lruvec["lru_size"][0, ACTIVE_FILE] == 150 - 71
+    assert c["pgdeactivate"] == c["pgrefill"] == 32
+    assert s.lruvec["lru_size"][0, ACTIVE_FILE] == 150 - 32
 
 
 def test_refault_activation_allows_deactivation_until_the_run_ends():

@@ -43,22 +43,28 @@ Active/inactive balance of the classic LRU, as mm/vmscan.c (6.12) does it:
   inactive list of the same type. At the end of shrink_lruvec() (and in kswapd_age_node() at the
   start of each balance_pgdat() priority loop) the active anon list is also aged by
   SWAP_CLUSTER_MAX when inactive anon is low and anon can be aged.
-Here: may_deactivate is evaluated per batch against the run-end snapshot; after a batch scans n
-pages of an inactive list whose type may deactivate, n x active/inactive pages (list sizes at the
-batch's start; the fraction carried in lruvec.deact_acc) of its active list are deactivated,
-SWAP_CLUSTER_MAX at a time; an empty inactive file list with a non-empty active one costs one
-SWAP_CLUSTER_MAX round of the active list (its scan target is not zero); the anon aging for a low
-inactive anon list runs once per batch.
+  kswapd's pass ends as soon as it has reclaimed its goal (file only: at once; with anon too, the
+  other type's targets are cut back in proportion); direct reclaim runs its whole pass only at
+  DEF_PRIORITY.
+Here: may_deactivate is evaluated per batch against the run-end snapshot; a batch is one round:
+after it scans n pages of an inactive list whose type may deactivate, n x active/inactive pages
+(list sizes at the batch's start; the fraction carried in lruvec.deact_acc), at most
+SWAP_CLUSTER_MAX, of its active list are deactivated (active_scan_size); an empty inactive file list
+with a non-empty active one costs one round of the active list (its scan target is not zero); the
+anon aging for a low inactive anon list runs once per batch.
 
 Simplifications, and why:
 - No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
   pass falls short; here each batch scans the 32 oldest folios of the chosen list, which keeps the
-  same order of victims and differs only in how scanning is spread over passes. The active lists
-  are scanned at the ratio a completed pass gives them (active/inactive per inactive page); a pass
-  the kernel cuts short (kswapd or direct reclaim reaching nr_to_reclaim, after its rounds took up
-  to SWAP_CLUSTER_MAX from each list) can give the smaller list more than its share, which is not
-  modelled. may_deactivate is read per batch, not once per pass (it can switch on mid-pass), and
-  the per-pass anon aging (inactive anon low) runs per batch.
+  same order of victims and differs only in how scanning is spread over passes. An active list
+  smaller than its inactive one is scanned at the ratio a pass gives it (its target runs out first,
+  so a pass cut short at its goal has still done it); a larger one gets one round's
+  SWAP_CLUSTER_MAX per batch, as when the pass ends at its goal with the inactive target done. A
+  pass that falls short of its goal and goes on scanning the active list alone (little is
+  reclaimable) deactivates more than that here; and the kernel's first rounds of a pass give a
+  smaller active list 32 too before its target runs out, which the per-batch ratio evens out.
+  may_deactivate is read per batch, not once per pass (it can switch on mid-pass), and the
+  per-pass anon aging (inactive anon low) runs per batch.
 - get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - A folio being read is locked, and its reader then holds a reference until it has copied the
@@ -446,11 +452,15 @@ def may_deactivate(s, p, nid, file):
 
 @jit_inline
 def active_scan_size(s, nid, file, scanned, inactive, active):
-    """Active pages to scan with `scanned` pages of the type's inactive list, whose lists held
-    `inactive` and `active` pages when the batch began: get_scan_count() gives both lists of a type
-    lru_size >> priority (the same scan fraction), so a pass scans the active list active/inactive
-    times as much as the inactive one. The fraction is carried (lruvec.deact_acc). An empty
-    inactive list still has its active list scanned, one SWAP_CLUSTER_MAX round."""
+    """Active pages to scan after `scanned` pages of the type's inactive list, whose lists held
+    `inactive` and `active` pages when the batch began. get_scan_count() gives both lists of a type
+    lru_size >> priority (the same scan fraction), so a whole pass scans the active list
+    active/inactive times as much as the inactive one; the fraction is carried (lruvec.deact_acc).
+    One batch is one round of shrink_lruvec(), which takes at most SWAP_CLUSTER_MAX from each list:
+    when active/inactive is above 1 the round's 32 is all the active list gets, and what the pass
+    would owe beyond it is dropped (reclaim reaching its goal ends the pass after the inactive
+    target, before the larger active one). An empty inactive list still has its active list
+    scanned, one round."""
     t = 1 if file else 0
     if active <= 0:
         s.lruvec[nid].deact_acc[t] = 0.0
@@ -459,23 +469,11 @@ def active_scan_size(s, nid, file, scanned, inactive, active):
         return np.int64(min(active, SWAP_CLUSTER_MAX))
     acc = s.lruvec[nid].deact_acc[t] + scanned * (active / inactive)
     n = np.int64(acc)
-    if n >= active:
+    if n >= SWAP_CLUSTER_MAX or n >= active:
         s.lruvec[nid].deact_acc[t] = 0.0
-        return np.int64(active)
+        return np.int64(min(n, SWAP_CLUSTER_MAX, active))
     s.lruvec[nid].deact_acc[t] = acc - n
     return n
-
-
-@jit
-def shrink_active_rounds(s, p, nid, lru, nr, now):
-    """shrink_active_list() over nr pages, SWAP_CLUSTER_MAX at a time (shrink_lruvec's rounds).
-    Returns the cost."""
-    cost = 0.0
-    while nr > 0 and s.lruvec[nid].lru_size[lru] > 0:
-        k = min(nr, SWAP_CLUSTER_MAX)
-        cost += shrink_active_list(s, p, nid, lru, k, now + np.int64(cost))
-        nr -= k
-    return cost
 
 
 @jit
@@ -539,10 +537,10 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
     # the active lists of the types scanned, after their inactive lists (for_each_evictable_lru's order)
     if deact_anon and scanned_anon > 0:
         nr = active_scan_size(s, nid, False, scanned_anon, inact_anon, act_anon)
-        cost += shrink_active_rounds(s, p, nid, LRU_ACTIVE_ANON, nr, now + np.int64(cost))
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, nr, now + np.int64(cost))
     if deact_file and (scanned_file > 0 or inact_file == 0):
         nr = active_scan_size(s, nid, True, scanned_file, inact_file, act_file)
-        cost += shrink_active_rounds(s, p, nid, LRU_ACTIVE_FILE, nr, now + np.int64(cost))
+        cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, nr, now + np.int64(cost))
         if scanned == 0 and nr > 0:
             scanned += 1
     if anon_ok and inactive_is_low(s, p, nid, False):
