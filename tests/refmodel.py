@@ -580,7 +580,8 @@ class RefModel:
             if scanned > 0 or not anon_ok:
                 break
             scan_file = not scan_file
-        if deact_anon and scanned_anon > 0:
+        aged_anon = deact_anon and scanned_anon > 0
+        if aged_anon:
             self.shrink_active_list(nid, ACTIVE_ANON,
                                       self.active_scan_size(nid, False, scanned_anon, inact_anon, act_anon))
         if deact_file and (scanned_file > 0 or inact_file == 0):
@@ -588,7 +589,7 @@ class RefModel:
             self.shrink_active_list(nid, ACTIVE_FILE, nr)
             if scanned == 0 and nr > 0:
                 scanned += 1
-        if anon_ok and self.inactive_is_low(nid, False):
+        if anon_ok and not aged_anon and self.inactive_is_low(nid, False):
             self.shrink_active_list(nid, ACTIVE_ANON, SWAP_CLUSTER_MAX)
         return reclaimed, scanned
 

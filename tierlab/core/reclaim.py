@@ -51,7 +51,8 @@ after it scans n pages of an inactive list whose type may deactivate, n x active
 (list sizes at the batch's start; the fraction carried in lruvec.deact_acc), at most
 SWAP_CLUSTER_MAX, of its active list are deactivated (active_scan_size); an empty inactive file list
 with a non-empty active one costs one round of the active list (its scan target is not zero); the
-anon aging for a low inactive anon list runs once per batch.
+anon aging for a low inactive anon list (SWAP_CLUSTER_MAX) runs in a batch that did not age the anon
+active list by its round already.
 
 Simplifications, and why:
 - No scan priority: the kernel scans lru_size >> priority per pass and raises the pressure when a
@@ -64,7 +65,8 @@ Simplifications, and why:
   reclaimable) deactivates more than that here; and the kernel's first rounds of a pass give a
   smaller active list 32 too before its target runs out, which the per-batch ratio evens out.
   may_deactivate is read per batch, not once per pass (it can switch on mid-pass), and the
-  per-pass anon aging (inactive anon low) runs per batch.
+  per-pass anon aging (inactive anon low) can run in every batch that scanned file pages: the
+  model has no pass boundaries to run it once per pass.
 - get_scan_count's SCAN_FRACT ignores the anon/file reclaim costs (anon_cost/file_cost) and splits
   batches by swappiness alone (anon : file = swappiness : 200 - swappiness).
 - A folio being read is locked, and its reader then holds a reference until it has copied the
@@ -535,7 +537,8 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
         scan_file = not scan_file
 
     # the active lists of the types scanned, after their inactive lists (for_each_evictable_lru's order)
-    if deact_anon and scanned_anon > 0:
+    aged_anon = deact_anon and scanned_anon > 0
+    if aged_anon:
         nr = active_scan_size(s, nid, False, scanned_anon, inact_anon, act_anon)
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, nr, now + np.int64(cost))
     if deact_file and (scanned_file > 0 or inact_file == 0):
@@ -543,7 +546,9 @@ def reclaim_batch(s, p, nid, kswapd, now, scratch):
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_FILE, nr, now + np.int64(cost))
         if scanned == 0 and nr > 0:
             scanned += 1
-    if anon_ok and inactive_is_low(s, p, nid, False):
+    if anon_ok and not aged_anon and inactive_is_low(s, p, nid, False):
+        # shrink_lruvec()'s end / kswapd_age_node(): once per pass, here in a batch whose round did not
+        # age the anon active list already
         cost += shrink_active_list(s, p, nid, LRU_ACTIVE_ANON, SWAP_CLUSTER_MAX, now + np.int64(cost))
     return reclaimed, scanned, cost
 
