@@ -7,7 +7,8 @@ shrink_inactive_list(), folio_check_references(), shrink_folio_list() with its d
 workingset shadow left by eviction (mm/workingset.c).
 
 The unit of work is one SWAP_CLUSTER_MAX batch: `reclaim_batch` picks the inactive list to scan,
-shrinks 32 folios from its tail, then ages that type's active list in proportion, as below. kswapd runs one batch per scheduler step on its CPU's clock
+shrinks 32 folios from its tail, then ages that type's active list in proportion, as below. kswapd
+runs one batch per scheduler step on its CPU's clock
 (sched.py: a CPU of its own when one is idle, else time-shared with the tasks there, so its reclaim
 time delays them), so allocation and reclaim race in virtual time as they do on a real machine;
 direct reclaim runs batches on the allocating task's clock until 32 pages are reclaimed.
@@ -558,7 +559,8 @@ def kswapd_step(s, p, nid, scratch):
     """One step of balance_pgdat() on kswapd's own clock. kswapd sleeps once the node is balanced.
     A balance_pgdat() run that reclaims nothing after scanning the node's LRU twice over (the
     equivalent of a full DEF_PRIORITY..1 sweep) counts one kswapd failure and kswapd sleeps; after
-    MAX_RECLAIM_RETRIES failures wakeup_kswapd() leaves the node to direct reclaim."""
+    MAX_RECLAIM_RETRIES failures wakeup_kswapd() leaves the node to direct reclaim. Whenever kswapd
+    goes to sleep its run (balance_pgdat) is over: snapshot_refaults()."""
     now = s.pgdat[nid].kswapd_clock
     if pgdat_balanced(s, p, nid):
         s.pgdat[nid].kswapd_awake = 0
@@ -597,7 +599,8 @@ def direct_reclaim_batch(s, p, t, cands, n, scratch):
     zonelist's nodes in order until SWAP_CLUSTER_MAX pages are reclaimed; like
     do_try_to_free_pages() raising the priority down to 0, a node is given up only after its whole
     LRU was scanned twice over without reaching the goal. The batch runs at the round's start plus
-    its work so far. Returns (the round is over, cost)."""
+    its work so far. At the round's end (do_try_to_free_pages) every zonelist node's refault
+    activations are snapshot. Returns (the round is over, cost)."""
     d = s.task[t]
     i = d.dr_i
     cost = 0.0
