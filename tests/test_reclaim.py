@@ -400,3 +400,26 @@ def test_kswapd_pays_the_per_page_costs_for_clean_page_cache():
     assert prof["shrink_active_list"] == scan * c["pgdeactivate"]
     assert prof["__remove_mapping"] == free * c["pgsteal_kswapd"]
     assert prof.get("other", 0.0) == 0.0
+
+
+def test_direct_reclaim_round_end_snapshots_every_zonelist_node():
+    """do_try_to_free_pages() ends with snapshot_refaults() for each node of the zonelist: a round
+    that has its SWAP_CLUSTER_MAX pages is over, and from then on prepare_scan_control() compares
+    each node's refault activations with the counts at that moment (kernel-mechanisms.md §4.3)."""
+    import numpy as np
+    from tierlab.core.reclaim import SWAP_CLUSTER_MAX, direct_reclaim_batch, may_deactivate
+    from tierlab.core.vmstat import Vm
+    sim = make_sim(two_tier(), [Region("f", "file", 64)])
+    s = sim.state
+    for nid in (0, 1):
+        s.lruvec["lru_size"][nid, 2:] = (100, 100)               # file lists 100:100: not low
+    s.counters[0, Vm.WORKINGSET_ACTIVATE_FILE] += 5
+    s.counters[1, Vm.WORKINGSET_ACTIVATE_ANON] += 2
+    assert may_deactivate(s, sim.p, 0, True) and may_deactivate(s, sim.p, 1, False)
+    s.task["dr_i"][0] = 0
+    s.task["dr_total"][0] = SWAP_CLUSTER_MAX                       # the round has its pages
+    over, _ = direct_reclaim_batch(s, sim.p, 0, np.array([0, 1], dtype=np.int64), 2,
+                                   np.zeros(4 * SWAP_CLUSTER_MAX, dtype=np.int64))
+    assert over
+    assert s.lruvec["refaults"][0].tolist() == [0, 5] and s.lruvec["refaults"][1].tolist() == [2, 0]
+    assert not may_deactivate(s, sim.p, 0, True) and not may_deactivate(s, sim.p, 1, False)
