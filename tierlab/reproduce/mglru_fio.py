@@ -39,8 +39,8 @@ the before-fill GB/s give per-call costs whose after-fill sum at hit ratio 0.5 i
 the after-fill I/O) is missing. The candidates of #30 item 2, each with the measurement that rejects
 it as the cause (scale 1024):
 - kswapd falling behind into direct reclaim: with the sourced costs kswapd keeps up on ~30 % of a CPU
-  (31 % before 5a5d0ba), no direct reclaim. It takes kswapd's drop of a page at 3.8 us (7.6x the sourced reclaim_free_ns)
-  for the guest's ~15 % direct share (2.27 GB/s, the reader 17 % in reclaim) and 6.8 us (13.5x) for
+  (31 % before 5a5d0ba), no direct reclaim. It takes kswapd's drop of a page at 3.8 us (7.6x the
+  sourced reclaim_free_ns) for the guest's ~15 % direct share (2.27 GB/s, the reader 17 % in reclaim) and 6.8 us (13.5x) for
   1.61 GB/s, with the reader 42 % in reclaim; the seed's io_uring profile has no reclaim function at
   or above 1.07 % (tests/test_fio.py test_kswapd_falling_behind_is_not_the_one_reader_drop).
 - lock hand-offs between the reader and kswapd: the model's reader waits 0.07 % (lru_lock) + 0.14 %
