@@ -51,6 +51,18 @@ def oracle_guest():
 
 
 @pytest.fixture(scope="session")
+def guest_ready(oracle_guest):
+    """The guest with Debian's kernel (fetched into the oracle's cache) and mkfs.ext4 for its disk
+    images; skip otherwise."""
+    from tierlab.oracle import build
+    try:
+        build.require_tool("mkfs.ext4", "e2fsprogs")
+        build.ensure_kernel()
+    except build.Unavailable as e:
+        pytest.skip(f"the oracle's guest cannot be built here: {e}")
+
+
+@pytest.fixture(scope="session")
 def own_kernel(oracle_guest):
     """tierlab's own 6.12 kernel (tierlab/oracle/kernel.py), if it is built; skip otherwise: tests
     never build it."""

@@ -356,15 +356,6 @@ def test_doc_tables_read_back_the_generated_block():
 
 # ---- a real guest --------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def guest_ready(oracle_guest):
-    try:
-        build.require_tool("mkfs.ext4", "e2fsprogs")
-        build.ensure_kernel()
-    except build.Unavailable as e:
-        pytest.skip(f"the oracle's guest cannot be built here: {e}")
-
-
 def test_guest_demotes_and_parser_reads_every_counter(guest_ready):
     """A bound anon region 1.5x node 0 (128 MiB) in the guest: reclaim must demote to node 1."""
     from tierlab.oracle import run_oracle

@@ -168,15 +168,6 @@ def test_suite_reads_per_size_thp_rows_from_both_sides():
 
 # ---- a real guest --------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def guest_ready(oracle_guest):
-    try:
-        build.require_tool("mkfs.ext4", "e2fsprogs")
-        build.ensure_kernel()
-    except build.Unavailable as e:
-        pytest.skip(f"the oracle's guest cannot be built here: {e}")
-
-
 def test_guest_fio_io_uring_reclaims_page_cache(guest_ready):
     """The entry's job, shorter (1/8 of qemu-2node, one pass): the io_uring reads of a file 1.5x
     node 0 bound there fill node 0 and reclaim evicts page cache in both guest and model; the

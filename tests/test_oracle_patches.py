@@ -33,6 +33,29 @@ def _patched_files(p) -> list[str]:
     return re.findall(r"^\+\+\+ b/(\S+)$", p.read_text(), re.M)
 
 
+def _apply_to_debian_source(pset, tmp_path):
+    """Extract only the files pset's patches touch from /usr/src/linux-source-6.12.tar.xz, apply the
+    series with the build's own `patch` call, each without offset or fuzz, and return the tree."""
+    if not kernel.SOURCE_TARBALL.exists():
+        pytest.skip(f"{kernel.SOURCE_TARBALL} not installed (apt-get install {kernel.SOURCE_PACKAGE})")
+    try:
+        build.require_tool("patch", "patch")
+    except build.Unavailable as e:
+        pytest.skip(str(e))
+    patches = kernel.all_patches(pset)
+    wanted = {f for p in patches for f in _patched_files(p)}
+    with tarfile.open(kernel.SOURCE_TARBALL) as tar:
+        members = [m for m in tar if m.name.split("/", 1)[-1] in wanted]
+        tar.extractall(tmp_path, members=members, filter="data")
+    src = next(tmp_path.glob("linux-source-*"))
+    assert {m.name.split("/", 1)[1] for m in members} == wanted
+    for p in patches:
+        r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], cwd=src, capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and "offset" not in r.stdout and "fuzz" not in r.stdout, r.stdout + r.stderr
+    return src
+
+
 def test_fault_count_series_lists_the_two_rfc_patches_with_their_mails():
     patches = kernel.patch_series(FC.patch_dir)
     assert [p.name[:5] for p in patches] == ["0001-", "0002-"]
@@ -55,25 +78,9 @@ def test_fault_count_series_lists_the_two_rfc_patches_with_their_mails():
 
 @pytest.mark.long          # ~15 s reading through the xz: in `make test`, not in `make test-fast`
 def test_fault_count_series_applies_to_the_debian_source(tmp_path):
-    """Extracts only the files the patches touch from /usr/src/linux-source-6.12.tar.xz and applies
-    the series with the build's own `patch` call."""
-    if not kernel.SOURCE_TARBALL.exists():
-        pytest.skip(f"{kernel.SOURCE_TARBALL} not installed (apt-get install {kernel.SOURCE_PACKAGE})")
-    try:
-        build.require_tool("patch", "patch")
-    except build.Unavailable as e:
-        pytest.skip(str(e))
-    patches = kernel.all_patches(FC)
-    wanted = {f for p in patches for f in _patched_files(p)}
-    with tarfile.open(kernel.SOURCE_TARBALL) as tar:
-        members = [m for m in tar if m.name.split("/", 1)[-1] in wanted]
-        tar.extractall(tmp_path, members=members, filter="data")
-    src = next(tmp_path.glob("linux-source-*"))
-    assert {m.name.split("/", 1)[1] for m in members} == wanted
-    for p in patches:
-        r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], cwd=src, capture_output=True,
-                           text=True)
-        assert r.returncode == 0 and "offset" not in r.stdout and "fuzz" not in r.stdout, r.stdout + r.stderr
+    """The series applies to Debian's source (_apply_to_debian_source), and the patched files say
+    what the two patches do."""
+    src = _apply_to_debian_source(FC, tmp_path)
     fair = (src / "kernel/sched/fair.c").read_text()
     assert "numa_promotion_adjust_threshold" not in fair and "sysctl_numa_balancing_fault_count_threshold = 1000000" in fair
     assert "atomic_set(&mm->hint_faults, 0);" in fair
@@ -128,22 +135,7 @@ def test_migrc_series_lists_the_seven_x86_patches_with_their_mails():
 
 @pytest.mark.long          # reads through the xz like the fault-count check
 def test_migrc_series_applies_to_the_debian_source(tmp_path):
-    if not kernel.SOURCE_TARBALL.exists():
-        pytest.skip(f"{kernel.SOURCE_TARBALL} not installed (apt-get install {kernel.SOURCE_PACKAGE})")
-    try:
-        build.require_tool("patch", "patch")
-    except build.Unavailable as e:
-        pytest.skip(str(e))
-    patches = kernel.all_patches(MIGRC)
-    wanted = {f for p in patches for f in _patched_files(p)}
-    with tarfile.open(kernel.SOURCE_TARBALL) as tar:
-        members = [m for m in tar if m.name.split("/", 1)[-1] in wanted]
-        tar.extractall(tmp_path, members=members, filter="data")
-    src = next(tmp_path.glob("linux-source-*"))
-    for p in patches:
-        r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], cwd=src, capture_output=True,
-                           text=True)
-        assert r.returncode == 0 and "offset" not in r.stdout and "fuzz" not in r.stdout, r.stdout + r.stderr
+    src = _apply_to_debian_source(MIGRC, tmp_path)
     tlb = (src / "arch/x86/mm/tlb.c").read_text()
     flush = tlb[tlb.index("void arch_tlbbatch_flush("):]
     assert "cpumask_clear(&batch->cpumask)" not in flush[:flush.index("\n}\n")]          # 4/8
@@ -318,14 +310,19 @@ def test_decision_probes_script_and_counts():
 
 # ---- a real guest on the patched kernel ------------------------------------------------------
 
+def _patched_kernel(pset):
+    """pset's kernel if it is built; skip otherwise, saying how to build it."""
+    k = kernel.cached_kernel(pset)
+    if k is None:
+        pytest.skip(f"{pset.kernel_name} is not built (it takes many minutes; tests never build it): build it "
+                    f"once with `{kernel.build_hint(pset)}` or any `tierlab oracle --kernel {pset.kernel_name} ...` "
+                    f"run (needs apt-get install {kernel.SOURCE_PACKAGE} flex bison libelf-dev)")
+    return k
+
+
 @pytest.fixture(scope="module")
 def fault_count_kernel(oracle_guest):
-    k = kernel.cached_kernel(FC)
-    if k is None:
-        pytest.skip(f"{FC.kernel_name} is not built (it takes many minutes; tests never build it): build it once "
-                    f"with `{kernel.build_hint(FC)}` or any `tierlab oracle --kernel {FC.kernel_name} ...` run "
-                    f"(needs apt-get install {kernel.SOURCE_PACKAGE} flex bison libelf-dev)")
-    return k
+    return _patched_kernel(FC)
 
 
 @pytest.mark.long
@@ -358,12 +355,7 @@ def test_guest_on_the_fault_count_kernel(fault_count_kernel):
 
 @pytest.fixture(scope="module")
 def migrc_kernel(oracle_guest):
-    k = kernel.cached_kernel(MIGRC)
-    if k is None:
-        pytest.skip(f"{MIGRC.kernel_name} is not built (it takes many minutes; tests never build it): build it once "
-                    f"with `{kernel.build_hint(MIGRC)}` or any `tierlab oracle --kernel {MIGRC.kernel_name} ...` run "
-                    f"(needs apt-get install {kernel.SOURCE_PACKAGE} flex bison libelf-dev)")
-    return k
+    return _patched_kernel(MIGRC)
 
 
 @pytest.mark.long
