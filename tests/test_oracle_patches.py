@@ -1,6 +1,6 @@
-"""tierlab.oracle's patched kernels (kernel.PATCH_SETS): the fault-count series (seed 002) and the
-MIGRC series (seed 004) parse, name their source mails and apply cleanly to Debian's
-linux-source-6.12 (skipped when the source is not installed); a variant's cache key differs from
+"""tierlab.oracle's patched kernels (kernel.PATCH_SETS): the fault-count series (seed 002), the
+MIGRC series (seed 004) and the page-cache promotion RFC (seed 000) parse, name their source mails
+and apply cleanly to Debian's linux-source-6.12 (skipped when the source is not installed); a variant's cache key differs from
 the plain kernel's and the plain key is what it always was; the choice by name; what the guest
 writes and the model runs on a patched kernel; the decision probes' counts. One guest run on each
 patched kernel, only when it is already built (no test builds a kernel)."""
@@ -19,6 +19,7 @@ from tierlab.oracle import build, console, guest, kernel
 
 FC = kernel.PATCH_SETS["fault-count"]
 MIGRC = kernel.PATCH_SETS["migrc"]
+PCP = kernel.PATCH_SETS["pagecache-promotion"]
 VERSION = "6.12.117-1~deb12u1"
 # the committed kernel.config's sha256 (first 16 hex digits) when the plain kernel built on
 # 2026-11-28 got the key 063788966272a40a; the pin below holds while the fragment is that text
@@ -27,6 +28,9 @@ PLAIN_KEY = "063788966272a40a"
 # the MIGRC kernel built on 2026-11-28 (docs/oracle.md, "MIGRC on tierlab's kernel"): its key holds
 # while the fragment is that text and the patches in patches/migrc/ are the ones it was built from
 MIGRC_KEY = "19641718d0be8fa4"
+# the page-cache promotion kernel built on 2026-11-28 (docs/oracle.md, "Page-cache promotion on
+# tierlab's kernel"): the same holds for patches/pagecache-promotion/
+PCP_KEY = "f9b2ffb55e37562d"
 
 
 def _patched_files(p) -> list[str]:
@@ -157,6 +161,80 @@ def test_migrc_series_applies_to_the_debian_source(tmp_path):
     assert "free_pages_nopcp(&folio->page, 0);" in (src / "mm/swap.c").read_text()
 
 
+PCP_MAILS = [   # (Message-ID, subject) of each ported mail, in the series' order
+    ("<20250107000346.1338481-2-gourry@gourry.net>",
+     "[PATCH v3 1/6] migrate: Allow migrate_misplaced_folio_prepare() to accept a NULL VMA."),
+    ("<20250107000346.1338481-3-gourry@gourry.net>",
+     "[PATCH v3 2/6] memory: move conditionally defined enums use inside ifdef tags"),
+    ("<20250107000346.1338481-4-gourry@gourry.net>",
+     "[PATCH v3 3/6] memory: allow non-fault migration in numa_migrate_check path"),
+    ("<20250107000346.1338481-5-gourry@gourry.net>", "[PATCH v3 4/6] vmstat: add page-cache numa hints"),
+    ("<20250107000346.1338481-6-gourry@gourry.net>", "[PATCH v3 5/6] migrate: implement migrate_misplaced_folio_batch"),
+    ("<20250107000346.1338481-7-gourry@gourry.net>", "[PATCH v3 6/6] migrate,sysfs: add pagecache promotion"),
+]
+
+
+def test_pagecache_promotion_series_lists_the_six_patches_with_their_mails():
+    patches = kernel.patch_series(PCP.patch_dir)
+    assert [p.name[:5] for p in patches] == [f"000{i}-" for i in range(1, 7)]
+    for p, (mid, subject) in zip(patches, PCP_MAILS):
+        head = p.read_text().split("\ndiff --git ", 1)[0]
+        assert f"Subject:    {subject}" in head and f"Message-ID: {mid}" in head, p.name
+        assert "From:       Gregory Price <gourry@gourry.net>" in head and "Jan 2025" in head
+        assert "<20250107000346.1338481-1-gourry@gourry.net>" in head          # the cover
+        assert "Port notes, hunk by hunk" in head
+        assert not re.search(r"^(---|\+\+\+|@@) ", head, re.M)
+    files = [set(_patched_files(p)) for p in patches]
+    assert files == [
+        {"mm/migrate.c"},
+        {"mm/memory.c"},
+        {"mm/memory.c", "mm/mempolicy.c"},
+        {"include/linux/vm_event_item.h", "mm/memcontrol.c", "mm/memory.c", "mm/vmstat.c"},
+        {"include/linux/migrate.h", "mm/migrate.c"},
+        {"Documentation/ABI/testing/sysfs-kernel-mm-numa", "include/linux/memory-tiers.h", "include/linux/migrate.h",
+         "include/linux/sched.h", "include/linux/sched/sysctl.h", "init/init_task.c", "kernel/sched/fair.c",
+         "mm/memory-tiers.c", "mm/migrate.c", "mm/swap.c"}]
+    # each mail's diffstat (insertions, deletions); the cover's 15 files
+    bodies = [p.read_text().split("\ndiff --git ", 1)[1] for p in patches]
+    assert [(len(re.findall(r"^\+(?!\+\+ )", b, re.M)), len(re.findall(r"^-(?!-- )", b, re.M))) for b in bodies] == [
+        (1, 1), (2, 2), (31, 18), (14, 3), (36, 0), (147, 1)]
+    assert len(set().union(*files)) == 15
+    assert PCP.knob_paths == {"pagecache_promotion_enabled": "/sys/kernel/mm/numa/pagecache_promotion_enabled"}
+    assert PCP.model_knobs == {"pagecache_promotion_cap": "rate_limit", "pagecache_promotion_order": "add_tail",
+                               "pagecache_promotion_lru_gen": "off"} and not PCP.removed
+
+
+@pytest.mark.long          # reads through the xz like the fault-count check
+def test_pagecache_promotion_series_applies_to_the_debian_source(tmp_path):
+    src = _apply_to_debian_source(PCP, tmp_path)
+    swap = (src / "mm/swap.c").read_text()
+    fma = swap[swap.index("void folio_mark_accessed(struct folio *folio)"):]
+    fma = fma[:fma.index("\n}\n")]
+    # the hook is the last branch of the referenced/active test, after MGLRU's early return
+    assert fma.index("lru_gen_enabled()") < fma.index("workingset_activation(folio);") < fma.index(
+        "promotion_candidate(folio);")
+    assert "numa_pagecache_promotion_enabled" in fma and "NUMA_BALANCING_MEMORY_TIERING" in fma
+    migrate = (src / "mm/migrate.c").read_text()
+    assert "int migrate_misplaced_folio_batch(struct list_head *folio_list, int node)" in migrate
+    cand = migrate[migrate.index("void promotion_candidate(struct folio *folio)"):]
+    assert [cand.index(x) for x in ("node_is_toptier(nid)", "sysctl_numa_balancing_promote_rate_limit",
+                                    "numa_migrate_check(folio, NULL,", "migrate_misplaced_folio_prepare(folio, NULL,",
+                                    "task_work_add(task, work, TWA_RESUME)", "list_add_tail(&folio->lru")] == sorted(
+        cand.index(x) for x in ("node_is_toptier(nid)", "sysctl_numa_balancing_promote_rate_limit",
+                                "numa_migrate_check(folio, NULL,", "migrate_misplaced_folio_prepare(folio, NULL,",
+                                "task_work_add(task, work, TWA_RESUME)", "list_add_tail(&folio->lru"))
+    assert "if (vma && (vma->vm_flags & VM_EXEC) &&" in migrate                          # 1/6
+    assert "count_vm_numa_event(NUMA_HINT_TYPE(vmf));" in (src / "mm/memory.c").read_text()   # 4/6
+    assert "pol = get_task_policy(current);" in (src / "mm/mempolicy.c").read_text()      # 3/6
+    assert '"numa_hint_page_cache",' in (src / "mm/vmstat.c").read_text()
+    assert "__ATTR_RW(pagecache_promotion_enabled)" in (src / "mm/memory-tiers.c").read_text()
+    fair = (src / "kernel/sched/fair.c").read_text()
+    assert "init_task_work(&p->numa_promo_work, task_numa_promotion_work);" in fair
+    assert "\nunsigned int sysctl_numa_balancing_promote_rate_limit = 65536;" in fair
+    header = (src / "include/linux/migrate.h").read_text()
+    assert header.index("struct vm_area_struct *vma,\n\t\t\t   int node);\nint migrate_misplaced_folio_batch(") > 0
+
+
 def test_variant_key_differs_and_the_plain_key_is_unchanged():
     frag = kernel.FRAGMENT.read_text()
     plain = kernel.variant_key(VERSION, frag)
@@ -167,6 +245,7 @@ def test_variant_key_differs_and_the_plain_key_is_unchanged():
     if hashlib.sha256(frag.encode()).hexdigest()[:16] == FRAGMENT_SHA:
         assert plain == PLAIN_KEY               # the plain kernel built on 2026-11-28 stays valid
         assert kernel.variant_key(VERSION, frag, MIGRC) == MIGRC_KEY    # and so does the MIGRC kernel
+        assert kernel.variant_key(VERSION, frag, PCP) == PCP_KEY        # and the page-cache promotion one
     fc = kernel.variant_key(VERSION, frag, FC)
     assert fc != plain
     assert kernel.kernel_dir(fc, FC).name == f"tierlab-6.12+fault-count-{fc}"
@@ -176,6 +255,10 @@ def test_variant_key_differs_and_the_plain_key_is_unchanged():
     assert mg not in (plain, fc)
     assert kernel.kernel_dir(mg, MIGRC).name == f"tierlab-6.12+migrc-{mg}"
     assert MIGRC.localversion == "-tierlab-migrc"
+    pc = kernel.variant_key(VERSION, frag, PCP)
+    assert pc not in (plain, fc, mg)
+    assert kernel.kernel_dir(pc, PCP).name == f"tierlab-6.12+pagecache-promotion-{pc}"
+    assert PCP.localversion == "-tierlab-pagecache-promotion"
 
 
 def test_cached_variant_is_found_apart_from_the_plain_kernel(tmp_path, monkeypatch, cached_kernel_dir):
@@ -199,16 +282,18 @@ def test_kernel_choice_by_name_and_a_bad_name(monkeypatch):
     assert kernel.patch_set_of("tierlab-6.12+migrc") is MIGRC
     for bad in ("tierlab-6.12+nope", "tierlab-6.12+", "tierlab-6.12-fault-count"):
         with pytest.raises(ConfigError, match=r"--kernel: '.*' is not one of tierlab's kernels; accepted: "
-                                              r"tierlab-6.12, tierlab-6.12\+fault-count, tierlab-6.12\+migrc"):
+                                              r"tierlab-6.12, tierlab-6.12\+fault-count, tierlab-6.12\+migrc, "
+                                              r"tierlab-6.12\+pagecache-promotion$"):
             build.kernel_package(bad)
     monkeypatch.setenv(build.KERNEL_ENV, "tierlab-6.12+migrc-v7")
     with pytest.raises(ConfigError, match=r"TIERLAB_ORACLE_KERNEL: 'tierlab-6.12\+migrc-v7' is not one of tierlab's "
                                           r"kernels; accepted: tierlab-6.12, tierlab-6.12\+fault-count, "
-                                          r"tierlab-6.12\+migrc"):
+                                          r"tierlab-6.12\+migrc, tierlab-6.12\+pagecache-promotion$"):
         build.kernel_choice()
     monkeypatch.setenv(build.KERNEL_ENV, "tierlab-6.12+fault-count")
     assert build.kernel_choice() == "tierlab-6.12+fault-count"
-    with pytest.raises(ConfigError, match=r"patch_set: 'nope' is not a patch set; accepted: fault-count, migrc"):
+    with pytest.raises(ConfigError, match=r"patch_set: 'nope' is not a patch set; accepted: fault-count, migrc, "
+                                          r"pagecache-promotion$"):
         kernel.ensure_own_kernel(patch_set="nope")
 
 
@@ -285,6 +370,45 @@ def test_migrc_guest_has_no_knob_and_the_model_runs_migrc_on(monkeypatch):
         compare.run_oracle("hot-chunks", {"total": "64MiB", "chunk": "16MiB", "visits": 1, "iterations": 1},
                            {"numa_balancing": 2, "demotion_enabled": 1}, scale=4, guest_kernel="tierlab-6.12+migrc")
     assert seen["kernel"].get("migrc") == 1
+
+
+def test_pagecache_promotion_guest_writes_the_switch_and_the_model_runs_v3(monkeypatch):
+    """The page-cache promotion kernel has the RFC's sysfs switch: the guest writes
+    pagecache_promotion_enabled there (the plain kernel refuses it, naming this kernel); its code
+    is v3's (the per-task cap, list_add_tail, nothing under MGLRU), so other values of those model
+    knobs are refused; run_oracle hands the model the switch and v3's values."""
+    k = Kernel(numa_balancing=2, demotion_enabled=1, pagecache_promotion_enabled=1)
+    writes = {name: (path, value) for name, path, value in guest.knob_writes(k, PCP)}
+    assert writes["pagecache_promotion_enabled"] == ("/sys/kernel/mm/numa/pagecache_promotion_enabled", "1")
+    assert not {"pagecache_promotion_cap", "pagecache_promotion_order", "pagecache_promotion_lru_gen"} & set(writes)
+    script = guest.run_script("file-read", [], k, {}, disk=False, pset=PCP)
+    assert "@@tierlab knob pagecache_promotion_enabled $(cat /sys/kernel/mm/numa/pagecache_promotion_enabled)" in script
+    assert "pagecache_promotion_enabled" not in guest.run_script("file-read", [], Kernel(numa_balancing=2), {},
+                                                                 disk=False)
+    with pytest.raises(ConfigError, match=r"pagecache_promotion_enabled: Linux 6.12 has no such setting .* \(or on a "
+                                          r"kernel that has it: --kernel tierlab-6.12\+pagecache-promotion\)"):
+        guest.knob_writes(k)
+    for name, value in (("pagecache_promotion_cap", "unlimited"), ("pagecache_promotion_order", "add"),
+                        ("pagecache_promotion_lru_gen", "refs")):
+        with pytest.raises(ConfigError, match=rf"{name}: the guest's kernel tierlab-6.12\+pagecache-promotion has it "
+                                              r"fixed at"):
+            guest.knob_writes(Kernel(numa_balancing=2, pagecache_promotion_enabled=1, **{name: value}), PCP)
+    from tierlab.oracle import compare
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def boot(m, program, args, files, kern, settings, **kw):
+        seen["kernel"] = kern
+        raise Stop
+    monkeypatch.setattr(compare.guest_mod, "boot", boot)
+    with pytest.raises(Stop):
+        compare.run_oracle("file-read", {"file_size": "64MiB", "cycles": 1},
+                           {"numa_balancing": 2, "demotion_enabled": 1, "pagecache_promotion_enabled": 1}, scale=4,
+                           guest_kernel=PCP.kernel_name)
+    assert seen["kernel"].get("pagecache_promotion_enabled") == 1
+    assert seen["kernel"].get("pagecache_promotion_cap") == 0 and seen["kernel"].get("pagecache_promotion_order") == 0
 
 
 def test_decision_probes_script_and_counts():
@@ -373,3 +497,28 @@ def test_guest_on_the_migrc_kernel(migrc_kernel):
     for c in suite.TLB_COUNTERS:
         assert c in g.vmstat_after.index, c
     assert g.counters["nr_tlb_remote_flush"] > 0
+
+
+@pytest.fixture(scope="module")
+def pagecache_promotion_kernel(oracle_guest):
+    return _patched_kernel(PCP)
+
+
+@pytest.mark.long
+def test_guest_on_the_pagecache_promotion_kernel(pagecache_promotion_kernel):
+    """A file-read run with demotion, tiering and the RFC's switch on (a few minutes of guest time):
+    uname names the set, the switch reads back on, the RFC's vm events exist, and the page cache
+    that demotion put on node 1 is promoted by the read() path: page-cache hints are counted and
+    pages promoted, with no NUMA hint faults of the file (it is never mapped)."""
+    from tierlab.oracle import run_oracle
+    run = run_oracle("file-read", {"file_size": "1536MiB", "cycles": 2},
+                     {"demotion_enabled": 1, "numa_balancing": 2, "pagecache_promotion_enabled": 1}, scale=4,
+                     timeout_s=900, guest_kernel=PCP.kernel_name)
+    g = run.guest
+    assert g.kernel == pagecache_promotion_kernel.release and g.kernel.endswith("-tierlab-pagecache-promotion")
+    assert g.knobs["pagecache_promotion_enabled"] == "true"
+    assert run.model.config["knobs"]["pagecache_promotion_enabled"] in (1, "on", True)
+    for c in ("numa_hint_page_cache", "numa_hint_page_cache_local"):
+        assert c in g.vmstat_after.index, c
+    assert g.counters["pgdemote_kswapd"] + g.counters["pgdemote_direct"] > 0
+    assert g.counters["numa_hint_page_cache"] > 0 and g.counters["pgpromote_success"] > 0

@@ -22,7 +22,8 @@ Pick it with `TIERLAB_ORACLE_KERNEL=tierlab-6.12` or `tierlab oracle --kernel ti
 Patched variants. `tierlab-6.12+<set>` is the same kernel with the patch set `patches/<set>/`
 applied after the base series (`patches/<set>/series`, quilt's format again): e.g.
 `tierlab-6.12+fault-count`, seed 002's fault-count hint-fault-latency RFC, and
-`tierlab-6.12+migrc`, seed 004's MIGRC series (v8, x86 patches). Each set is a
+`tierlab-6.12+migrc`, seed 004's MIGRC series (v8, x86 patches), and
+`tierlab-6.12+pagecache-promotion`, seed 000's page-cache promotion RFC (v3). Each set is a
 `PatchSet` in PATCH_SETS, which also says what the patched kernel is to the model: the model
 knobs its code fixes (applied to the model's side of every comparison, refused if set otherwise),
 the knobs 6.12 lacks that it has a path for, and the knobs of 6.12 it removes. A variant builds
@@ -103,6 +104,15 @@ PATCH_SETS = {s.name: s for s in (
              "small folio mapped only by clean read-only PTEs, keeping the source folio until a later flush "
              "covers its CPUs, a write fault or allocation pressure frees it; no knob (the kernel runs it on)",
              model_knobs={"migrc": 1}),
+    PatchSet("pagecache-promotion",
+             "Gregory Price, [RFC v3 PATCH 0/5] Promotion of Unmapped Page Cache Folios. (six patches; "
+             "2025-01-07; seed 000): folio_mark_accessed() on an active, referenced page-cache folio of a "
+             "lower tier queues it on the task's list (capped at the promotion rate limit's number of pages) "
+             "for a task_work that migrates the list to the local node; switch "
+             "/sys/kernel/mm/numa/pagecache_promotion_enabled (default off), classic LRU only",
+             model_knobs={"pagecache_promotion_cap": "rate_limit", "pagecache_promotion_order": "add_tail",
+                          "pagecache_promotion_lru_gen": "off"},
+             knob_paths={"pagecache_promotion_enabled": "/sys/kernel/mm/numa/pagecache_promotion_enabled"}),
 )}
 
 
