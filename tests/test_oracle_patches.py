@@ -1,9 +1,10 @@
 """tierlab.oracle's patched kernels (kernel.PATCH_SETS): the fault-count series (seed 002), the
 MIGRC series (seed 004) and the page-cache promotion RFC (seed 000) parse, name their source mails
-and apply cleanly to Debian's linux-source-6.12 (skipped when the source is not installed); a variant's cache key differs from
-the plain kernel's and the plain key is what it always was; the choice by name; what the guest
-writes and the model runs on a patched kernel; the decision probes' counts. One guest run on each
-patched kernel, only when it is already built (no test builds a kernel)."""
+and apply cleanly to Debian's linux-source-6.12 (skipped when the source is not installed); a
+variant's cache key differs from the plain kernel's and the plain key is what it always was; the
+choice by name; what the guest writes and the model runs on a patched kernel; the decision
+probes' counts. One guest run on each patched kernel, only when it is already built (no test
+builds a kernel)."""
 from __future__ import annotations
 
 import hashlib

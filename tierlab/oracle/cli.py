@@ -154,7 +154,8 @@ def add_oracle_command(sub) -> None:
                         "scan_restamp_protnone=1), tierlab-6.12+migrc (seed 004's MIGRC series v8, "
                         "tierlab/oracle/patches/migrc; the model then runs migrc=1), "
                         "tierlab-6.12+pagecache-promotion (seed 000's page-cache promotion RFC v3, "
-                        "tierlab/oracle/patches/pagecache-promotion; it has pagecache_promotion_enabled), or a Debian package "
+                        "tierlab/oracle/patches/pagecache-promotion; it has pagecache_promotion_enabled), "
+                        "or a Debian package "
                         "linux-image-6.12.N+deb12-amd64-unsigned (default: $TIERLAB_ORACLE_KERNEL, else the newest "
                         "Debian package cached or known to apt)")
     o.add_argument("--icount", nargs="?", const=ICOUNT_REPEATABLE, metavar="SPEC",
