@@ -38,6 +38,38 @@ def _patched_files(p) -> list[str]:
     return re.findall(r"^\+\+\+ b/(\S+)$", p.read_text(), re.M)
 
 
+def _check_mail_headers(pset, mails, author: str) -> list:
+    """pset's series holds one patch per mail, in order, each headed by its mail's subject,
+    Message-ID and author and a port note, and nothing in the header looks like a hunk. Returns
+    the patches."""
+    patches = kernel.patch_series(pset.patch_dir)
+    assert [p.name[:5] for p in patches] == [f"000{i}-" for i in range(1, len(mails) + 1)]
+    for p, (mid, subject) in zip(patches, mails):
+        head = p.read_text().split("\ndiff --git ", 1)[0]
+        assert f"Subject:    {subject}" in head and f"Message-ID: {mid}" in head, p.name
+        assert f"From:       {author}" in head, p.name
+        assert "Port notes, hunk by hunk" in head, p.name
+        assert not re.search(r"^(---|\+\+\+|@@) ", head, re.M), p.name     # nothing in the note looks like a hunk
+    return patches
+
+
+def _model_kernel_of(monkeypatch, workload, params, knobs, kernel_name):
+    """The Kernel run_oracle hands the guest for `kernel_name` (its boot is stopped before QEMU)."""
+    from tierlab.oracle import compare
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def boot(m, program, args, files, kern, settings, **kw):
+        seen["kernel"] = kern
+        raise Stop
+    monkeypatch.setattr(compare.guest_mod, "boot", boot)
+    with pytest.raises(Stop):
+        compare.run_oracle(workload, params, knobs, scale=4, guest_kernel=kernel_name)
+    return seen["kernel"]
+
+
 def _apply_to_debian_source(pset, tmp_path):
     """Extract only the files pset's patches touch from /usr/src/linux-source-6.12.tar.xz, apply the
     series with the build's own `patch` call, each without offset or fuzz, and return the tree."""
@@ -62,17 +94,13 @@ def _apply_to_debian_source(pset, tmp_path):
 
 
 def test_fault_count_series_lists_the_two_rfc_patches_with_their_mails():
-    patches = kernel.patch_series(FC.patch_dir)
-    assert [p.name[:5] for p in patches] == ["0001-", "0002-"]
-    ids = ["<20240327160237.2355-2-bharata@amd.com>", "<20240327160237.2355-3-bharata@amd.com>"]
-    subjects = ["[RFC PATCH 1/2] sched/numa: Fault count based NUMA hint fault latency",
-                "[RFC PATCH 2/2] mm: Update hint fault count for pages that are skipped during scanning"]
-    for p, mid, subject in zip(patches, ids, subjects):
-        head = p.read_text().split("\ndiff --git ", 1)[0]
-        assert f"Subject:    {subject}" in head and f"Message-ID: {mid}" in head
-        assert "From:       Bharata B Rao <bharata@amd.com>" in head and "Mar 2024" in head
-        assert "Port notes, hunk by hunk" in head
-        assert not re.search(r"^(---|\+\+\+|@@) ", head, re.M)     # nothing in the note looks like a hunk
+    patches = _check_mail_headers(FC, [
+        ("<20240327160237.2355-2-bharata@amd.com>",
+         "[RFC PATCH 1/2] sched/numa: Fault count based NUMA hint fault latency"),
+        ("<20240327160237.2355-3-bharata@amd.com>",
+         "[RFC PATCH 2/2] mm: Update hint fault count for pages that are skipped during scanning")],
+        "Bharata B Rao <bharata@amd.com>")
+    assert all("Mar 2024" in p.read_text().split("\ndiff --git ", 1)[0] for p in patches)
     assert set(_patched_files(patches[0])) == {
         "include/linux/mm.h", "include/linux/mm_types.h", "kernel/sched/debug.c", "kernel/sched/fair.c",
         "kernel/sched/sched.h", "mm/huge_memory.c", "mm/memory.c", "mm/mprotect.c"}
@@ -116,14 +144,7 @@ MIGRC_MAILS = [   # (Message-ID, subject) of each ported mail, in the series' or
 
 
 def test_migrc_series_lists_the_seven_x86_patches_with_their_mails():
-    patches = kernel.patch_series(MIGRC.patch_dir)
-    assert [p.name[:5] for p in patches] == [f"000{i}-" for i in range(1, 8)]
-    for p, (mid, subject) in zip(patches, MIGRC_MAILS):
-        head = p.read_text().split("\ndiff --git ", 1)[0]
-        assert f"Subject:    {subject}" in head and f"Message-ID: {mid}" in head, p.name
-        assert "From:       Byungchul Park <byungchul@sk.com>" in head
-        assert "Port notes, hunk by hunk" in head
-        assert not re.search(r"^(---|\+\+\+|@@) ", head, re.M)
+    patches = _check_mail_headers(MIGRC, MIGRC_MAILS, "Byungchul Park <byungchul@sk.com>")
     assert "2/8" in patches[0].read_text().split("\ndiff --git ", 1)[0]      # the arm64 patch: why not ported
     files = [set(_patched_files(p)) for p in patches]
     assert files == [
@@ -176,15 +197,10 @@ PCP_MAILS = [   # (Message-ID, subject) of each ported mail, in the series' orde
 
 
 def test_pagecache_promotion_series_lists_the_six_patches_with_their_mails():
-    patches = kernel.patch_series(PCP.patch_dir)
-    assert [p.name[:5] for p in patches] == [f"000{i}-" for i in range(1, 7)]
-    for p, (mid, subject) in zip(patches, PCP_MAILS):
+    patches = _check_mail_headers(PCP, PCP_MAILS, "Gregory Price <gourry@gourry.net>")
+    for p in patches:
         head = p.read_text().split("\ndiff --git ", 1)[0]
-        assert f"Subject:    {subject}" in head and f"Message-ID: {mid}" in head, p.name
-        assert "From:       Gregory Price <gourry@gourry.net>" in head and "Jan 2025" in head
-        assert "<20250107000346.1338481-1-gourry@gourry.net>" in head          # the cover
-        assert "Port notes, hunk by hunk" in head
-        assert not re.search(r"^(---|\+\+\+|@@) ", head, re.M)
+        assert "Jan 2025" in head and "<20250107000346.1338481-1-gourry@gourry.net>" in head   # the cover
     files = [set(_patched_files(p)) for p in patches]
     assert files == [
         {"mm/migrate.c"},
@@ -357,20 +373,10 @@ def test_migrc_guest_has_no_knob_and_the_model_runs_migrc_on(monkeypatch):
     with pytest.raises(ConfigError, match=r"migrc: Linux 6.12 has no such setting .* \(or on a kernel that has it: "
                                           r"--kernel tierlab-6.12\+migrc\)"):
         guest.knob_writes(k)
-    from tierlab.oracle import compare
-    seen = {}
-
-    class Stop(Exception):
-        pass
-
-    def boot(m, program, args, files, kern, settings, **kw):
-        seen["kernel"] = kern
-        raise Stop
-    monkeypatch.setattr(compare.guest_mod, "boot", boot)
-    with pytest.raises(Stop):
-        compare.run_oracle("hot-chunks", {"total": "64MiB", "chunk": "16MiB", "visits": 1, "iterations": 1},
-                           {"numa_balancing": 2, "demotion_enabled": 1}, scale=4, guest_kernel="tierlab-6.12+migrc")
-    assert seen["kernel"].get("migrc") == 1
+    kern = _model_kernel_of(monkeypatch, "hot-chunks", {"total": "64MiB", "chunk": "16MiB", "visits": 1,
+                                                        "iterations": 1},
+                            {"numa_balancing": 2, "demotion_enabled": 1}, "tierlab-6.12+migrc")
+    assert kern.get("migrc") == 1
 
 
 def test_pagecache_promotion_guest_writes_the_switch_and_the_model_runs_v3(monkeypatch):
@@ -394,22 +400,11 @@ def test_pagecache_promotion_guest_writes_the_switch_and_the_model_runs_v3(monke
         with pytest.raises(ConfigError, match=rf"{name}: the guest's kernel tierlab-6.12\+pagecache-promotion has it "
                                               r"fixed at"):
             guest.knob_writes(Kernel(numa_balancing=2, pagecache_promotion_enabled=1, **{name: value}), PCP)
-    from tierlab.oracle import compare
-    seen = {}
-
-    class Stop(Exception):
-        pass
-
-    def boot(m, program, args, files, kern, settings, **kw):
-        seen["kernel"] = kern
-        raise Stop
-    monkeypatch.setattr(compare.guest_mod, "boot", boot)
-    with pytest.raises(Stop):
-        compare.run_oracle("file-read", {"file_size": "64MiB", "cycles": 1},
-                           {"numa_balancing": 2, "demotion_enabled": 1, "pagecache_promotion_enabled": 1}, scale=4,
-                           guest_kernel=PCP.kernel_name)
-    assert seen["kernel"].get("pagecache_promotion_enabled") == 1
-    assert seen["kernel"].get("pagecache_promotion_cap") == 0 and seen["kernel"].get("pagecache_promotion_order") == 0
+    kern = _model_kernel_of(monkeypatch, "file-read", {"file_size": "64MiB", "cycles": 1},
+                            {"numa_balancing": 2, "demotion_enabled": 1, "pagecache_promotion_enabled": 1},
+                            PCP.kernel_name)
+    assert kern.get("pagecache_promotion_enabled") == 1
+    assert kern.get("pagecache_promotion_cap") == 0 and kern.get("pagecache_promotion_order") == 0
 
 
 def test_decision_probes_script_and_counts():
