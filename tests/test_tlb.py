@@ -543,7 +543,7 @@ def test_migrc_promotion_finding_the_free_lists_short_fails_after_the_pause():
     x = 10                                           # a node 0 folio, isolated as migrate_misplaced_folio_prepare does
     assert folio_isolate_lru(s, x)
     s.pgdat["nr_isolated"][0] += 1
-    ok, _ = migrate_misplaced_folio(s, p, x, 1, 1, False, 0)
+    ok, _, _ = migrate_misplaced_folio(s, p, x, 1, 1, s.tlb_ubc[TLB_UBC], 0, 0)   # from CPU 0
     assert not ok and int(s.pages.node[x]) == 0 and not (s.pages.flags[x] & st.PG_ISOLATED)
     assert _tlb(sim, before) == (1, 1, 1, 0)
     assert _held(s) == [0, 0] and int(s.pgdat["free"][1]) == 200

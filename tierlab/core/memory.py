@@ -75,8 +75,7 @@ from .state import (
     PG_PROTNONE, PG_YOUNG, REGION_ANON, folio_nr_pages, region_of,
 )
 from .tlb import (
-    TLB_UBC, current_cpu, flush_irqs_ns, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, migrc_flush_free_folios,
-    shootdown_ns, try_to_migrate_tlb,
+    TLB_UBC, current_cpu, flush_irqs_ns, migrc_batch_flush, migrc_flush_free_folios, shootdown_ns,
 )
 from .tlb_hw import tlb_access, tlb_model_on, translation_tag
 from .vmstat import MthpStat, Vm
@@ -269,12 +268,9 @@ def do_numa_page(s, p, task, head, cpu_nid, now):
     if lru_gen_enabled(p):
         s.pages.flags[head] |= PG_ACTIVE    # folio_add_lru in a fault: the new (or put back) folio is young
     sender = current_cpu(s)
-    tlb_mm = folio_tlb_mm(s, head, now)     # NO_MM unless a scan of the mm is flushing (PROT_NONE PTE)
-    keep = migrc_can_defer(s, p, head, tlb_mm, nr, sender)
-    ok, c = migrate_misplaced_folio(s, p, head, dst, nr, keep, now)
-    if ok and tlb_mm != NO_MM:
-        batch = s.tlb_ubc[TLB_UBC]
-        c += try_to_migrate_tlb(s, p, batch, tlb_mm, head, nr, sender, keep, now)
+    batch = s.tlb_ubc[TLB_UBC]
+    ok, c, tlb_mm = migrate_misplaced_folio(s, p, head, dst, nr, batch, sender, now)
+    if ok and tlb_mm != NO_MM:      # NO_MM unless a scan of the mm is flushing (PROT_NONE PTE)
         c += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender))
     if ok:
         # the promoted folio is on the target, a top-tier node: the fault is recorded (remote:

@@ -54,7 +54,9 @@ from .state import (
     F2_ANON, F2_MAPPED, F2_PRESENT, PG_DIRTY, PG_ISOLATED, PG_LRU, PG_PROTNONE, REGION_ANON, WMARK_HIGH, WMARK_LOW,
     WMARK_MIN, NR_MP_STATUS, folio_head, folio_nr_pages,
 )
-from .tlb import TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, shootdown_ns, try_to_migrate_tlb
+from .tlb import (
+    TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, shootdown_ns, try_to_migrate_tlb,
+)
 from .vmstat import Vm
 
 NR_MAX_BATCHED_MIGRATION = 512   # mm/migrate.c: pages per migrate_pages_batch() (one TLB flush each)
@@ -149,22 +151,28 @@ def migrate_misplaced_folio_prepare(s, p, head, dst, nr, now):
 
 
 @jit
-def migrate_misplaced_folio(s, p, head, dst, nr, keep_src, now):
-    """Migrate an isolated folio to dst, or put it back on its LRU when its allocation fails
-    (alloc_misplaced_dst_folio: no reclaim, so dst must stay above WMARK_MIN and have the pages
-    on its free lists; a failure passes MIGRC's pause, which frees the held sources:
-    mmzone.alloc_nowait_ok). Counts numa_pages_migrated, and pgpromote_success for a move from a
-    lower tier into the top tier. `keep_src` as for move_isolated_folio. Returns (migrated, cost)."""
+def migrate_misplaced_folio(s, p, head, dst, nr, batch, sender, now):
+    """Migrate an isolated folio to dst from CPU `sender`, or put it back on its LRU when its
+    allocation fails (alloc_misplaced_dst_folio: no reclaim, so dst must stay above WMARK_MIN and
+    have the pages on its free lists; a failure passes MIGRC's pause, which frees the held sources:
+    mmzone.alloc_nowait_ok). The unmap's TLB side goes into migrate_pages_batch()'s `batch` (or
+    MIGRC's read-only one, migrc_can_defer, which keeps the source), for the mm that maps the
+    folio accessibly when it is unmapped (folio_tlb_mm; the caller flushes the batch at its end).
+    Counts numa_pages_migrated, and pgpromote_success for a move from a lower tier into the top
+    tier. Returns (migrated, cost, that mm or NO_MM)."""
+    tlb_mm = folio_tlb_mm(s, head, now)
+    keep = migrc_can_defer(s, p, head, tlb_mm, nr, sender)
     src = s.pages.node[head]
     s.pgdat[src].nr_isolated -= nr
     if not alloc_nowait_ok(s, dst, nr, WMARK_MIN):
         putback_failed_folio(s, head, nr)
-        return False, 0.0
-    cost = move_isolated_folio(s, p, head, dst, keep_src, now)
+        return False, 0.0, tlb_mm
+    cost = move_isolated_folio(s, p, head, dst, keep, now)
     s.counters[dst, Vm.NUMA_PAGES_MIGRATED] += nr
     if s.pgdat[dst].tier == 0 and s.pgdat[src].tier != 0:
         s.counters[dst, Vm.PGPROMOTE_SUCCESS] += nr
-    return True, cost
+    cost += try_to_migrate_tlb(s, p, batch, tlb_mm, head, nr, sender, keep, now)
+    return True, cost, tlb_mm
 
 
 @jit

@@ -39,9 +39,7 @@ from .migrate import batch_cost, migrate_misplaced_folio, migrate_misplaced_foli
 from .numa_balancing import numa_migrate_check
 from .params import P
 from .state import folio_nr_pages, list_add, list_add_tail, list_del, promo_sentinel
-from .tlb import (
-    TLB_UBC, current_cpu, folio_tlb_mm, migrc_batch_flush, migrc_can_defer, shootdown_ns, try_to_migrate_tlb,
-)
+from .tlb import TLB_UBC, current_cpu, migrc_batch_flush, shootdown_ns
 from .vmstat import Vm
 
 # enum PromoCap
@@ -109,14 +107,9 @@ def task_numa_promotion_work(s, p, task, cpu_nid, clock):
         nr = folio_nr_pages(s, x)
         src = s.pages.node[x]
         nr_folios += 1
-        t_unmap = clock + np.int64(cost)
-        tlb_mm = folio_tlb_mm(s, x, t_unmap)
-        keep = migrc_can_defer(s, p, x, tlb_mm, nr, sender)
-        ok, c = migrate_misplaced_folio(s, p, x, dst, nr, keep, t_unmap)
+        ok, c, _ = migrate_misplaced_folio(s, p, x, dst, nr, batch, sender, clock + np.int64(cost))
         cost += c
-        if ok:
-            cost += try_to_migrate_tlb(s, p, batch, tlb_mm, x, nr, sender, keep, t_unmap)
-        else:
+        if not ok:
             s.counters[src, Vm.PROMOTE_PUTBACK_PAGES] += nr
     cost += shootdown_ns(s, p, migrc_batch_flush(s, batch, sender)) + batch_cost(p, nr_folios)
     s.task[task].promo_count = 0
